@@ -1,0 +1,41 @@
+# agentnode build. See README.md.
+GO        ?= go
+TAGS      ?= seccomp
+BIN       := bin
+PLUGINS   := $(patsubst plugins/%/,%,$(sort $(dir $(wildcard plugins/*/*/main.go))))
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+
+.PHONY: build test proto demo vet clean bench
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -tags '$(TAGS)' -o $(BIN)/agentnode ./cmd/agentnode
+	@for p in $(PLUGINS); do \
+	  kind=$${p%%/*}; name=$${p#*/}; \
+	  echo "$(GO) build -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p"; \
+	  $(GO) build -tags '$(TAGS)' -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p || exit 1; \
+	done
+
+# Regenerate sdk/proto from specs/proto (needs protoc; the Go generators are pinned here).
+proto:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+	PATH="$(GOBIN_DIR):$$PATH" protoc -I specs/proto \
+	  --go_out=. --go_opt=module=github.com/agentnode/agentnode \
+	  --go-grpc_out=. --go-grpc_opt=module=github.com/agentnode/agentnode \
+	  specs/proto/agentnode/v1/*.proto
+
+test:
+	./test/run.sh
+
+vet:
+	$(GO) vet -tags '$(TAGS)' ./...
+
+bench:
+	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchmem ./...
+
+demo: build
+	./test/demo.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// writeJSON prints v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// refusal is the JSON shape of a refusal (CONTRACT.md).
+type refusal struct {
+	Decision string `json:"decision"`
+	Code     string `json:"code"`
+	Reason   string `json:"reason"`
+}
+
+// fail reports err and returns the failure that sets the exit code from
+// err's reason code. With jsonOut a refusal object goes to stdout, otherwise
+// a message to stderr. An error without a reason code exits 1.
+func fail(cmd *cobra.Command, jsonOut bool, err error) error {
+	code := reason.CodeOf(err)
+	exit := reason.ExitFailed
+	if code != "" {
+		exit = code.ExitCode()
+	}
+	var f *failure
+	if asFailure(err, &f) {
+		exit = f.exit
+	}
+	if jsonOut {
+		c := string(code)
+		if c == "" {
+			c = "error"
+		}
+		_ = writeJSON(cmd.OutOrStdout(), refusal{Decision: "deny", Code: c, Reason: err.Error()})
+	} else if code != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: %v [%s]\n", err, code)
+	} else {
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: %v\n", err)
+	}
+	return &failure{exit: exit, err: err, printed: true}
+}
+
+func asFailure(err error, f **failure) bool {
+	for err != nil {
+		if x, ok := err.(*failure); ok {
+			*f = x
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
