@@ -25,4 +25,3 @@ func InfoFromProto(p *pb.Info) Info {
 	}
 	return Info{Name: p.GetName(), Kind: p.GetKind(), Version: p.GetVersion(), APIVersions: p.GetApiVersions()}
 }
-

@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
 )
 
 // Plugin kinds. The kind is also the name of the plugin in go-plugin's

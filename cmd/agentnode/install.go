@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
+)
+
+func init() {
+	register(newInstallCmd)
+	register(newRemoveCmd)
+	register(newListCmd)
+}
+
+// installResult is what install prints with --json.
+type installResult struct {
+	PackageID    string `json:"package_id"`
+	Version      string `json:"version"`
+	ArtifactHash string `json:"artifact_hash"`
+}
+
+func newInstallCmd() *cobra.Command {
+	var (
+		jsonOut      bool
+		attestations []string
+	)
+	cmd := &cobra.Command{
+		Use:   "install PATH",
+		Short: "Install a package directory into the package store",
+		Long: "Install checks PATH/agentnode.yaml, copies the package tree into the store read-only and records\n" +
+			"its content hash. Attestation files must hold JSON; their signatures are checked when a tool runs.\n" +
+			"Installing a package id that is already installed replaces it. Archives are not supported yet.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := requireSetUp()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			src := args[0]
+			fi, err := os.Stat(src)
+			if err != nil {
+				return fail(cmd, jsonOut, usageError("%s: %v", src, errors.Unwrap(err)))
+			}
+			if !fi.IsDir() {
+				return fail(cmd, jsonOut, usageError("%s is not a directory: installing archives is not supported yet; unpack it and install the directory", src))
+			}
+			atts, err := readAttestations(attestations)
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			p, err := store.Open(home.PackagesDir(dir)).Install(src, atts)
+			if err != nil {
+				var me *manifest.Error
+				if errors.As(err, &me) {
+					// A bad manifest is a usage error: exit 2, naming file and field.
+					return fail(cmd, jsonOut, &failure{exit: reason.ExitUsage, err: err})
+				}
+				return fail(cmd, jsonOut, err)
+			}
+			res := installResult{PackageID: p.ID, Version: p.Version, ArtifactHash: p.ArtifactHash}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s %s\n", res.PackageID, res.Version, res.ArtifactHash)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&attestations, "attestation", nil, "attestation `FILE` (JSON) to keep with the package; repeatable")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+// requireSetUp returns AGENTNODE_HOME once agentnode is set up: installing
+// refuses without a config file (not_set_up). Only the file's existence is
+// checked here; commands that use the config validate it.
+func requireSetUp() (string, error) {
+	dir, err := home.Dir()
+	if err != nil {
+		return "", reason.New(reason.NotSetUp, "%w", err)
+	}
+	cfg := home.ConfigPath(dir)
+	if _, err := os.Stat(cfg); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", reason.New(reason.NotSetUp, "agentnode is not set up: %s does not exist (run `agentnode setup`)", cfg)
+		}
+		return "", reason.New(reason.ConfigInvalid, "cannot read config %s: %w", cfg, err)
+	}
+	return dir, nil
+}
+
+// readAttestations reads each file; each must hold one JSON object.
+func readAttestations(files []string) ([][]byte, error) {
+	var out [][]byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, usageError("attestation %s: %v", f, errors.Unwrap(err))
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+			return nil, usageError("attestation %s: not a JSON object", f)
+		}
+		out = append(out, data)
+	}
+	return out, nil
+}
+
+func newRemoveCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "remove PKG",
+		Short: "Remove an installed package",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := home.Dir()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			id := args[0]
+			if !manifest.ValidPackageID(id) {
+				return fail(cmd, jsonOut, usageError("invalid package id %q (want 3 to 60 characters of a-z, 0-9 and -)", id))
+			}
+			if err := store.Open(home.PackagesDir(dir)).Remove(id); err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"package_id": id, "removed": true})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+// listEntry is one package in list --json.
+type listEntry struct {
+	PackageID    string    `json:"package_id"`
+	Version      string    `json:"version"`
+	Name         string    `json:"name"`
+	Publisher    string    `json:"publisher"`
+	PackageType  string    `json:"package_type"`
+	Runtime      string    `json:"runtime"`
+	ArtifactHash string    `json:"artifact_hash"`
+	InstalledAt  time.Time `json:"installed_at"`
+	Tools        []string  `json:"tools"`
+	Attestations int       `json:"attestations"`
+}
+
+func newListCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List installed packages",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := home.Dir()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			pkgs, listErr := store.Open(home.PackagesDir(dir)).List()
+			entries := []listEntry{}
+			for _, p := range pkgs {
+				e := listEntry{
+					PackageID:    p.ID,
+					Version:      p.Version,
+					Name:         p.Manifest.Name,
+					Publisher:    p.Manifest.Publisher,
+					PackageType:  p.Manifest.PackageType,
+					Runtime:      p.Manifest.Runtime,
+					ArtifactHash: p.ArtifactHash,
+					InstalledAt:  p.InstalledAt,
+					Tools:        []string{},
+					Attestations: len(p.Attestations),
+				}
+				for _, t := range p.Manifest.Tools {
+					e.Tools = append(e.Tools, t.Name)
+				}
+				entries = append(entries, e)
+			}
+			if jsonOut {
+				out := map[string]any{"packages": entries}
+				if listErr != nil {
+					out["errors"] = errorLines(listErr)
+				}
+				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+					return err
+				}
+				if listErr != nil {
+					return exitWith(reason.ExitFailed)
+				}
+				return nil
+			}
+			if len(entries) > 0 {
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PACKAGE\tVERSION\tTYPE\tRUNTIME\tARTIFACT HASH\tINSTALLED")
+				for _, e := range entries {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.PackageID, e.Version, e.PackageType, e.Runtime,
+						e.ArtifactHash, e.InstalledAt.Local().Format(time.RFC3339))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			} else if listErr == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), "no packages installed")
+			}
+			if listErr != nil {
+				// Unreadable packages are a problem found, not a refusal: exit 1.
+				return fail(cmd, false, &failure{exit: reason.ExitFailed, err: listErr})
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+// errorLines splits a joined error into its messages.
+func errorLines(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/agentnode/agentnode/kernel/dispatch"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+func init() { register(newRunCmd) }
+
+func newRunCmd() *cobra.Command {
+	var (
+		input, inputFile string
+		jsonOut, dryRun  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run PKG TOOL --input JSON|--input-file F",
+		Short: "Decide, audit and run one tool of an installed package",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := readInput(input, inputFile, cmd.Flags().Changed("input"))
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			k, cleanup, err := newKernel()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			defer cleanup()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, runErr := k.Run(ctx, &dispatch.Request{Package: args[0], Tool: args[1], Input: raw, DryRun: dryRun})
+			return printRun(cmd, jsonOut, res, runErr)
+		},
+	}
+	cmd.Flags().StringVar(&input, "input", "", "tool input as a JSON object")
+	cmd.Flags().StringVar(&inputFile, "input-file", "", "read the tool input from a file (- for stdin)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the decision and result as JSON")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decide and print the decision and placement; run nothing, audit nothing")
+	cmd.MarkFlagsMutuallyExclusive("input", "input-file")
+	return cmd
+}
+
+// readInput returns the tool input, which must be a JSON object.
+func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
+	var data []byte
+	switch {
+	case file == "-":
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20+1))
+		if err != nil {
+			return nil, usageError("read input from stdin: %v", err)
+		}
+		data = b
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usageError("read --input-file: %v", err)
+		}
+		data = b
+	case inputSet:
+		data = []byte(input)
+	default:
+		data = []byte("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil, usageError("the tool input must be a JSON object")
+	}
+	return json.RawMessage(data), nil
+}
+
+// newKernel builds the kernel for this process.
+func newKernel() (*dispatch.Kernel, func(), error) {
+	dir, err := home.Dir()
+	if err != nil {
+		return nil, nil, reason.New(reason.NotSetUp, "%w", err)
+	}
+	host := pluginhost.New(pluginhost.Options{HomeDir: dir})
+	interactive := isInteractive()
+	k := &dispatch.Kernel{
+		HomeDir:     dir,
+		Plugins:     host,
+		Environ:     os.Environ(),
+		Interactive: interactive,
+		Root:        os.Geteuid() == 0,
+		Warn:        os.Stderr,
+	}
+	if interactive {
+		k.Ask = askTTY
+	}
+	if d, err := time.ParseDuration(os.Getenv("AGENTNODE_STAGE_TIMEOUT")); err == nil && d > 0 {
+		k.StageTimeout = d
+	}
+	return k, host.Close, nil
+}
+
+// isInteractive implements CONTRACT.md: non-interactive when CI is set
+// non-empty/non-false, AGENTNODE_NON_INTERACTIVE=1|true, or stdin is not a TTY.
+func isInteractive() bool {
+	if ci := strings.ToLower(os.Getenv("CI")); ci != "" && ci != "false" && ci != "0" {
+		return false
+	}
+	switch strings.ToLower(os.Getenv("AGENTNODE_NON_INTERACTIVE")) {
+	case "1", "true":
+		return false
+	}
+	return term.IsTerminal(int(os.Stdin.Fd()))
+}
+
+// askTTY asks on the controlling terminal only; EOF or anything but y/yes
+// is no.
+func askTTY(q string) (bool, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return false, fmt.Errorf("open the terminal: %w", err)
+	}
+	defer tty.Close()
+	if _, err := fmt.Fprint(tty, q); err != nil {
+		return false, err
+	}
+	line, err := bufio.NewReader(tty).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil // EOF means no
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr error) error {
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	code := reason.Code(res.Code)
+	if res.Stderr != "" {
+		fmt.Fprint(errw, res.Stderr)
+		if !strings.HasSuffix(res.Stderr, "\n") {
+			fmt.Fprintln(errw)
+		}
+	}
+	if jsonOut {
+		_ = writeJSON(out, res)
+	} else if res.DryRun {
+		fmt.Fprintf(out, "decision:  %s\nplacement: %s\n", res.Decision, res.Placement)
+		if res.Trust != "" {
+			fmt.Fprintf(out, "trust:     %s\n", res.Trust)
+		}
+		if res.Backend != "" {
+			fmt.Fprintf(out, "backend:   %s\n", res.Backend)
+		}
+		if len(res.Actions) > 0 {
+			fmt.Fprintf(out, "actions:   %s (risk %d, %s)\n", strings.Join(res.Actions, ", "), res.Risk, res.RiskBand)
+		}
+		if res.Code != "" {
+			fmt.Fprintf(out, "code:      %s\nreason:    %s\n", res.Code, res.Reason)
+		}
+	}
+	if runErr != nil {
+		if !jsonOut && !res.DryRun {
+			fmt.Fprintf(errw, "agentnode: %s: %s [%s]\n", res.Decision, runErr, code)
+		}
+		exit := code.ExitCode()
+		if code == "" {
+			exit = reason.ExitFailed
+		}
+		return &failure{exit: exit, err: runErr, printed: true}
+	}
+	if res.DryRun {
+		return nil
+	}
+	if !jsonOut {
+		if res.OK != nil && *res.OK {
+			fmt.Fprintln(out, string(res.Output))
+		} else {
+			fmt.Fprintf(errw, "agentnode: tool failed: %s\n", res.Error)
+		}
+	}
+	if res.OK == nil || !*res.OK {
+		return exitWith(reason.ExitFailed)
+	}
+	return nil
+}

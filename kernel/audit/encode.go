@@ -1,0 +1,159 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// maxReasonBytes caps Record.Reason; Append cuts a longer reason on a
+	// rune boundary and ends it with "…".
+	maxReasonBytes = 4096
+	// maxLineBytes is the longest line Append writes and Verify reads.
+	maxLineBytes = 64 << 10
+	// hashSuffixLen is len(`,"hash":"` + 64 hex + `"}`).
+	hashSuffixLen = len(`,"hash":"`) + 64 + len(`"}`)
+)
+
+// appendBody appends the canonical serialization of r without its hash
+// member (specs/audit.md): members in Record's field order, no whitespace,
+// ts in UTC RFC 3339 with trailing zeros of the fraction removed, strings
+// escaped as encoding/json does without HTML escaping, a nil guard_chain as
+// [], exit_code and duration_ms omitted when nil.
+func appendBody(dst []byte, r *Record) []byte {
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendUint(dst, r.Seq, 10)
+	dst = append(dst, `,"ts":"`...)
+	dst = r.TS.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, '"')
+	dst = appendMember(dst, `,"event":`, r.Event)
+	dst = appendMember(dst, `,"request_id":`, r.RequestID)
+	dst = appendMember(dst, `,"package":`, r.Package)
+	dst = appendMember(dst, `,"version":`, r.Version)
+	dst = appendMember(dst, `,"tool":`, r.Tool)
+	dst = appendMember(dst, `,"action":`, r.Action)
+	dst = appendMember(dst, `,"trust":`, r.Trust)
+	dst = appendMember(dst, `,"placement":`, r.Placement)
+	dst = appendMember(dst, `,"backend":`, r.Backend)
+	dst = appendMember(dst, `,"decision":`, r.Decision)
+	dst = appendMember(dst, `,"code":`, r.Code)
+	dst = appendMember(dst, `,"reason":`, r.Reason)
+	dst = append(dst, `,"guard_chain":[`...)
+	for i, g := range r.GuardChain {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, g)
+	}
+	dst = append(dst, `],"env":{"ci":`...)
+	dst = strconv.AppendBool(dst, r.Env.CI)
+	dst = append(dst, `,"interactive":`...)
+	dst = strconv.AppendBool(dst, r.Env.Interactive)
+	dst = append(dst, `,"secrets_present":`...)
+	dst = strconv.AppendBool(dst, r.Env.SecretsPresent)
+	dst = append(dst, `,"root":`...)
+	dst = strconv.AppendBool(dst, r.Env.Root)
+	dst = append(dst, '}')
+	if r.ExitCode != nil {
+		dst = append(dst, `,"exit_code":`...)
+		dst = strconv.AppendInt(dst, int64(*r.ExitCode), 10)
+	}
+	if r.DurationMS != nil {
+		dst = append(dst, `,"duration_ms":`...)
+		dst = strconv.AppendInt(dst, *r.DurationMS, 10)
+	}
+	dst = appendMember(dst, `,"prev":`, r.Prev)
+	return append(dst, '}')
+}
+
+// seal turns body (from appendBody) into the record's line: it returns the
+// hex hash of body and body with `,"hash":"<hash>"` inserted before the
+// closing brace and a newline appended. body is reused.
+func seal(body []byte) (line []byte, hash string) {
+	sum := sha256.Sum256(body)
+	var hx [64]byte
+	hex.Encode(hx[:], sum[:])
+	line = append(body[:len(body)-1], `,"hash":"`...)
+	line = append(line, hx[:]...)
+	line = append(line, "\"}\n"...)
+	return line, string(hx[:])
+}
+
+func appendMember(dst []byte, key, s string) []byte {
+	return appendString(append(dst, key...), s)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string exactly as encoding/json encodes it
+// with SetEscapeHTML(false): `"` and `\` escaped, \b \f \n \r \t, other
+// control characters as \u00xx, U+2028 and U+2029 as \u2028 and \u2029,
+// invalid UTF-8 as \ufffd, everything else verbatim.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// truncateReason cuts s to at most maxReasonBytes bytes on a rune boundary,
+// ending in "…" when it cut.
+func truncateReason(s string) string {
+	if len(s) <= maxReasonBytes {
+		return s
+	}
+	const ell = "…"
+	n := maxReasonBytes - len(ell)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ell
+}

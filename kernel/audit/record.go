@@ -1,0 +1,65 @@
+// Package audit is agentnode's local, append-only, hash-chained audit log:
+// audit/audit.jsonl below AGENTNODE_HOME, one JSON record per line.
+//
+// Every record carries the hash of the record before it (prev) and its own
+// hash, a SHA-256 over the record's exact bytes without the hash member
+// (specs/audit.md). Append makes a record durable (fdatasync) before it
+// returns and is safe for several processes appending at the same time (an
+// flock on audit.lock serialises them). The log rotates by size into
+// audit.jsonl.1, .2, ... and the chain continues across files. Verify walks
+// every file oldest first and names the first record that breaks the chain;
+// Tail reads the newest records.
+//
+// The Record type has no field for tool inputs or outputs, secrets or lockfile
+// contents, so they cannot end up in the log. Every failure to open, write or
+// sync the log wraps reason.ErrAuditUnavailable: if the audit cannot be
+// written, nothing runs.
+package audit
+
+import (
+	"time"
+)
+
+// Events. Others may be added later; the schema accepts any lower-case word.
+const (
+	EventDecision = "decision" // a tool may or may not run; written before it starts
+	EventOutcome  = "outcome"  // a tool ran; exit code and duration
+	EventTornTail = "torn_tail"
+)
+
+// Genesis is the prev of the first record ever written (seq 1).
+const Genesis = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Record is one audit record. The field order is the serialization order
+// (specs/audit.md). Append fills Seq, TS, Prev and Hash.
+type Record struct {
+	Seq        uint64    `json:"seq"`
+	TS         time.Time `json:"ts"`
+	Event      string    `json:"event"`
+	RequestID  string    `json:"request_id"`
+	Package    string    `json:"package"`
+	Version    string    `json:"version"`
+	Tool       string    `json:"tool"`
+	Action     string    `json:"action"`
+	Trust      string    `json:"trust"`
+	Placement  string    `json:"placement"` // host | sandbox | none
+	Backend    string    `json:"backend"`
+	Decision   string    `json:"decision"` // allow | prompt | deny
+	Code       string    `json:"code"`
+	Reason     string    `json:"reason"`
+	GuardChain []string  `json:"guard_chain"`
+	Env        Env       `json:"env"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	DurationMS *int64    `json:"duration_ms,omitempty"`
+	Prev       string    `json:"prev"`
+	Hash       string    `json:"hash"`
+}
+
+// Env describes the environment a decision was made in. Booleans only: the
+// log never holds environment values.
+type Env struct {
+	CI             bool `json:"ci"`
+	Interactive    bool `json:"interactive"`
+	SecretsPresent bool `json:"secrets_present"`
+	Root           bool `json:"root"`
+}

@@ -1,0 +1,337 @@
+// Package config reads, validates and writes agentnode's config.json
+// (AGENTNODE_HOME/config.json, or AGENTNODE_CONFIG).
+//
+// The file is checked against specs/schema/config.schema.json and a few
+// rules a schema cannot express (unique trust key ids, keys that decode to
+// 32 bytes). Everything fails closed: a missing file is reason.ErrNotSetUp, a
+// file that cannot be read, is not JSON, has duplicate keys, unknown keys or
+// bad values, or is writable by group or others is reason.ErrConfigInvalid,
+// with a message naming the file and the offending key. Nothing is silently
+// defaulted except leaf keys absent from an otherwise valid file, which take
+// the documented defaults (specs/config.md).
+//
+// Writes (Setup, Set, AddTrustKey, Save) are atomic: a temporary file in the
+// same directory, fsync, rename, fsync of the directory; the file stays 0600.
+package config
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Trust levels, lowest first (TrustLevels is in rank order).
+const (
+	TrustUnknown    = "unknown"
+	TrustUnverified = "unverified"
+	TrustVerified   = "verified"
+	TrustTrusted    = "trusted"
+	TrustCurated    = "curated"
+)
+
+// TrustLevels lists the trust levels from lowest to highest.
+var TrustLevels = []string{TrustUnknown, TrustUnverified, TrustVerified, TrustTrusted, TrustCurated}
+
+// TrustRank returns the position of level in TrustLevels, or -1 for a value
+// that is not a trust level (callers treat that as below unknown).
+func TrustRank(level string) int {
+	for i, l := range TrustLevels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}
+
+// Values of sandbox.host_trust_policy.
+const (
+	HostCuratedOnly = "curated_only"
+	HostDefault     = "default"
+	HostNone        = "none"
+)
+
+// Guard decisions.
+const (
+	Allow  = "allow"
+	Prompt = "prompt"
+	Deny   = "deny"
+)
+
+// Actions lists the Guard action types, each a key guard.<action>.
+var Actions = []string{
+	"read", "compute", "write_local", "write_external", "delete",
+	"execute", "credential_use", "network_egress", "unknown",
+}
+
+// PlaceholderImage is the default sandbox.image: a digest of zeros that the
+// sandbox refuses with image_unpinned until `agentnode sandbox build|pull`
+// pins a real one.
+const PlaceholderImage = "agentnode/sandbox@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// Config is config.json. The json tags mirror the schema exactly.
+type Config struct {
+	Trust        Trust        `json:"trust"`
+	Sandbox      Sandbox      `json:"sandbox"`
+	Guard        Guard        `json:"guard"`
+	Lockfile     Lockfile     `json:"lockfile"`
+	Audit        Audit        `json:"audit"`
+	AgentSandbox AgentSandbox `json:"agent_sandbox"`
+	LLM          LLM          `json:"llm"`
+}
+
+// Trust is the trust section.
+type Trust struct {
+	MinimumTrustLevel string     `json:"minimum_trust_level"`
+	Keys              []TrustKey `json:"keys"`
+	Plugin            string     `json:"plugin"`
+}
+
+// TrustKey is a pinned Ed25519 issuer key.
+type TrustKey struct {
+	ID string `json:"id"`
+	// PublicKey is the raw 32-byte key in standard base64 with padding.
+	PublicKey string `json:"public_key"`
+}
+
+// Ed25519 decodes the public key.
+func (k TrustKey) Ed25519() (ed25519.PublicKey, error) {
+	return decodePublicKey(k.PublicKey)
+}
+
+// Sandbox is the sandbox section.
+type Sandbox struct {
+	HostTrustPolicy string `json:"host_trust_policy"`
+	Backend         string `json:"backend"`
+	Image           string `json:"image"`
+	Limits          Limits `json:"limits"`
+}
+
+// Limits are the per-run resource limits of the sandbox.
+type Limits struct {
+	Memory         string  `json:"memory"`
+	Pids           int64   `json:"pids"`
+	CPUs           float64 `json:"cpus"`
+	TimeoutSeconds int64   `json:"timeout_seconds"`
+	TmpSize        string  `json:"tmp_size"`
+}
+
+// MemoryBytes is Memory in bytes.
+func (l Limits) MemoryBytes() (int64, error) { return ParseSize(l.Memory) }
+
+// TmpSizeBytes is TmpSize in bytes.
+func (l Limits) TmpSizeBytes() (int64, error) { return ParseSize(l.TmpSize) }
+
+// Guard is the guard section: one decision per action type plus strict mode,
+// per-tool overrides, per-package rate limits and the inspector chain.
+type Guard struct {
+	Read          string `json:"read"`
+	Compute       string `json:"compute"`
+	WriteLocal    string `json:"write_local"`
+	WriteExternal string `json:"write_external"`
+	Delete        string `json:"delete"`
+	Execute       string `json:"execute"`
+	CredentialUse string `json:"credential_use"`
+	NetworkEgress string `json:"network_egress"`
+	Unknown       string `json:"unknown"`
+
+	Strict        bool                 `json:"strict"`
+	ToolOverrides map[string]string    `json:"tool_overrides"`
+	RateLimits    map[string]RateLimit `json:"rate_limits"`
+	Inspectors    []string             `json:"inspectors"`
+}
+
+// Decision returns the configured decision for an action type (one of
+// Actions); ok is false for anything else.
+func (g *Guard) Decision(action string) (decision string, ok bool) {
+	switch action {
+	case "read":
+		return g.Read, true
+	case "compute":
+		return g.Compute, true
+	case "write_local":
+		return g.WriteLocal, true
+	case "write_external":
+		return g.WriteExternal, true
+	case "delete":
+		return g.Delete, true
+	case "execute":
+		return g.Execute, true
+	case "credential_use":
+		return g.CredentialUse, true
+	case "network_egress":
+		return g.NetworkEgress, true
+	case "unknown":
+		return g.Unknown, true
+	}
+	return "", false
+}
+
+// Policy returns action type → decision for every action in Actions.
+func (g *Guard) Policy() map[string]string {
+	m := make(map[string]string, len(Actions))
+	for _, a := range Actions {
+		m[a], _ = g.Decision(a)
+	}
+	return m
+}
+
+// RateLimit is a per-package rate limit.
+type RateLimit struct {
+	PerMinute int64 `json:"per_minute"`
+	PerHour   int64 `json:"per_hour"`
+	Burst     int64 `json:"burst"`
+}
+
+// Lockfile is the lockfile section.
+type Lockfile struct {
+	Strict bool `json:"strict"`
+}
+
+// Audit is the audit section (rotation).
+type Audit struct {
+	MaxSizeMB int64 `json:"max_size_mb"`
+	MaxFiles  int64 `json:"max_files"`
+}
+
+// AgentSandbox is the agent_sandbox section.
+type AgentSandbox struct {
+	Enabled bool     `json:"enabled"`
+	LLM     AgentLLM `json:"llm"`
+}
+
+// AgentLLM are the host ceilings for brokered LLM calls.
+type AgentLLM struct {
+	Enabled        bool     `json:"enabled"`
+	MaxCalls       int64    `json:"max_calls"`
+	MaxInputChars  int64    `json:"max_input_chars"`
+	MaxOutputChars int64    `json:"max_output_chars"`
+	AllowedModels  []string `json:"allowed_models"`
+}
+
+// LLM is the llm section.
+type LLM struct {
+	Providers map[string]Provider `json:"providers"`
+}
+
+// Provider is an LLM provider the broker may call.
+type Provider struct {
+	API     string `json:"api"`
+	BaseURL string `json:"base_url,omitempty"`
+}
+
+// Defaults returns the secure defaults that `agentnode setup` writes. Each
+// call returns a fresh value.
+func Defaults() *Config {
+	return &Config{
+		Trust: Trust{
+			MinimumTrustLevel: TrustVerified,
+			Keys:              []TrustKey{},
+			Plugin:            "attest",
+		},
+		Sandbox: Sandbox{
+			HostTrustPolicy: HostCuratedOnly,
+			Backend:         "libcontainer",
+			Image:           PlaceholderImage,
+			Limits: Limits{
+				Memory:         "512m",
+				Pids:           256,
+				CPUs:           1,
+				TimeoutSeconds: 120,
+				TmpSize:        "64m",
+			},
+		},
+		Guard: Guard{
+			Read:          Allow,
+			Compute:       Allow,
+			WriteLocal:    Allow,
+			WriteExternal: Prompt,
+			Delete:        Prompt,
+			Execute:       Prompt,
+			CredentialUse: Prompt,
+			NetworkEgress: Allow,
+			Unknown:       Prompt,
+			ToolOverrides: map[string]string{},
+			RateLimits:    map[string]RateLimit{},
+			Inspectors:    []string{"builtin"},
+		},
+		Audit: Audit{MaxSizeMB: 10, MaxFiles: 5},
+		AgentSandbox: AgentSandbox{
+			LLM: AgentLLM{
+				MaxCalls:       20,
+				MaxInputChars:  24000,
+				MaxOutputChars: 24000,
+				AllowedModels:  []string{},
+			},
+		},
+		LLM: LLM{Providers: map[string]Provider{}},
+	}
+}
+
+// normalize replaces nil maps and slices with empty ones, so the config
+// marshals to what the schema expects ([] and {}, never null).
+func (c *Config) normalize() {
+	if c.Trust.Keys == nil {
+		c.Trust.Keys = []TrustKey{}
+	}
+	if c.Guard.ToolOverrides == nil {
+		c.Guard.ToolOverrides = map[string]string{}
+	}
+	if c.Guard.RateLimits == nil {
+		c.Guard.RateLimits = map[string]RateLimit{}
+	}
+	if c.Guard.Inspectors == nil {
+		c.Guard.Inspectors = []string{}
+	}
+	if c.AgentSandbox.LLM.AllowedModels == nil {
+		c.AgentSandbox.LLM.AllowedModels = []string{}
+	}
+	if c.LLM.Providers == nil {
+		c.LLM.Providers = map[string]Provider{}
+	}
+}
+
+// ParseSize parses a size of the form the schema allows (digits and a unit
+// k, m or g, powers of 1024) into bytes.
+func ParseSize(s string) (int64, error) {
+	if len(s) < 2 {
+		return 0, fmt.Errorf("size %q: want digits and a unit k, m or g (e.g. 512m)", s)
+	}
+	var mult int64
+	switch s[len(s)-1] {
+	case 'k':
+		mult = 1 << 10
+	case 'm':
+		mult = 1 << 20
+	case 'g':
+		mult = 1 << 30
+	default:
+		return 0, fmt.Errorf("size %q: unit must be k, m or g", s)
+	}
+	digits := s[:len(s)-1]
+	if strings.HasPrefix(digits, "0") || strings.ContainsAny(digits, "+-") {
+		return 0, fmt.Errorf("size %q: want a positive number without leading zeros", s)
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number", s)
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q: too large", s)
+	}
+	return n * mult, nil
+}
+
+// decodePublicKey decodes a trust key: strict standard base64 of exactly
+// ed25519.PublicKeySize bytes.
+func decodePublicKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("public key is not standard base64: %w", err)
+	}
+	if len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("public key is %d bytes, want a raw %d-byte Ed25519 key", len(b), ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}

@@ -1,0 +1,494 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/agentnode/agentnode/specs"
+)
+
+// SchemaFile is the schema's path inside specs.Schemas.
+const SchemaFile = "schema/config.schema.json"
+
+const schemaURL = "https://github.com/agentnode/agentnode/specs/schema/config.schema.json"
+
+type schemaState struct {
+	doc      map[string]any // the schema document, for key lookups
+	compiled *jsonschema.Schema
+}
+
+var loadSchema = sync.OnceValues(func() (*schemaState, error) {
+	raw, err := fs.ReadFile(specs.Schemas, SchemaFile)
+	if err != nil {
+		return nil, fmt.Errorf("read embedded config schema: %w", err)
+	}
+	v, err := decodeStrict(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse embedded config schema: %w", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("embedded config schema is not an object")
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, fmt.Errorf("load embedded config schema: %w", err)
+	}
+	sch, err := c.Compile(schemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("compile embedded config schema: %w", err)
+	}
+	return &schemaState{doc: doc, compiled: sch}, nil
+})
+
+// problem is one thing wrong with a config document, at a dotted key.
+type problem struct {
+	key string
+	msg string
+}
+
+func (p problem) String() string { return p.key + ": " + p.msg }
+
+// check validates a generic config document against the schema and the rules
+// the schema cannot express. It returns the problems sorted by key, or an
+// error if the schema itself cannot be loaded.
+func check(doc any) ([]problem, error) {
+	st, err := loadSchema()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.compiled.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, fmt.Errorf("validate config: %w", err)
+		}
+		var ps []problem
+		collect(st, doc, ve, &ps)
+		return sortProblems(ps), nil
+	}
+	return sortProblems(semanticProblems(doc)), nil
+}
+
+func sortProblems(ps []problem) []problem {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].key < ps[j].key })
+	return slices.CompactFunc(ps, func(a, b problem) bool { return a == b })
+}
+
+// semanticProblems checks what the schema cannot: trust key ids are unique
+// and each public key decodes to 32 bytes.
+func semanticProblems(doc any) []problem {
+	var ps []problem
+	keys, _ := lookupPath(doc, []string{"trust", "keys"})
+	arr, _ := keys.([]any)
+	seen := map[string]int{}
+	for i, k := range arr {
+		obj, _ := k.(map[string]any)
+		id, _ := obj["id"].(string)
+		if j, dup := seen[id]; dup {
+			ps = append(ps, problem{fmt.Sprintf("trust.keys[%d].id", i), fmt.Sprintf("duplicate key id %q (also trust.keys[%d])", id, j)})
+		}
+		seen[id] = i
+		pk, _ := obj["public_key"].(string)
+		if _, err := decodePublicKey(pk); err != nil {
+			ps = append(ps, problem{fmt.Sprintf("trust.keys[%d].public_key", i), err.Error()})
+		}
+	}
+	return ps
+}
+
+var printer = message.NewPrinter(language.English)
+
+// collect turns the leaves of a validation error tree into problems at
+// dotted keys.
+func collect(st *schemaState, doc any, ve *jsonschema.ValidationError, ps *[]problem) {
+	path := instancePath(doc, ve.InstanceLocation)
+	switch k := ve.ErrorKind.(type) {
+	case *kind.AdditionalProperties:
+		for _, name := range k.Properties {
+			key := dotted(append(path, name))
+			msg := "unknown key"
+			if s := suggest(st, key); len(s) > 0 {
+				msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+			}
+			*ps = append(*ps, problem{key, msg})
+		}
+		return
+	case *kind.Required:
+		for _, name := range k.Missing {
+			*ps = append(*ps, problem{dotted(append(path, name)), "required key is missing"})
+		}
+		return
+	case *kind.PropertyNames:
+		// jsonschema v6.0.3 sets this error's InstanceLocation to a slice it
+		// goes on reusing, so derive the object's path from the schema
+		// location where the schema allows.
+		if p, ok := pathFromSchemaLocation(ve.SchemaURL); ok {
+			path = p
+		}
+		msg := "invalid name"
+		if pat := propertyNamesPattern(st, ve.SchemaURL); pat != "" {
+			msg += ": must match " + pat
+		}
+		*ps = append(*ps, problem{dotted(append(path, k.Property)), msg})
+		return
+	}
+	if len(ve.Causes) > 0 {
+		for _, c := range ve.Causes {
+			collect(st, doc, c, ps)
+		}
+		return
+	}
+	*ps = append(*ps, problem{dotted(path), describe(ve.ErrorKind)})
+}
+
+// describe words a leaf error; enums list the allowed values.
+func describe(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Enum:
+		want := make([]string, 0, len(k.Want))
+		for _, w := range k.Want {
+			want = append(want, fmt.Sprint(w))
+		}
+		return fmt.Sprintf("%s is not allowed; allowed values: %s", show(k.Got), strings.Join(want, ", "))
+	case *kind.Type:
+		return fmt.Sprintf("must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.Pattern:
+		return fmt.Sprintf("%q does not match %s", k.Got, k.Want)
+	}
+	return k.LocalizedString(printer)
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// pathFromSchemaLocation maps a schema location made only of properties
+// steps (#/properties/guard/properties/tool_overrides/propertyNames) to the
+// instance path it validates (guard.tool_overrides).
+func pathFromSchemaLocation(location string) ([]string, bool) {
+	_, frag, ok := strings.Cut(location, "#")
+	if !ok {
+		return nil, false
+	}
+	toks := strings.Split(strings.TrimPrefix(frag, "/"), "/")
+	if len(toks) == 0 || toks[len(toks)-1] != "propertyNames" {
+		return nil, false
+	}
+	toks = toks[:len(toks)-1]
+	var path []string
+	for i := 0; i < len(toks); i += 2 {
+		if toks[i] != "properties" || i+1 >= len(toks) {
+			return nil, false
+		}
+		path = append(path, strings.ReplaceAll(strings.ReplaceAll(toks[i+1], "~1", "/"), "~0", "~"))
+	}
+	return path, true
+}
+
+// propertyNamesPattern finds the pattern of the propertyNames schema at
+// location (an absolute schema URL ending in a JSON pointer fragment).
+func propertyNamesPattern(st *schemaState, location string) string {
+	_, frag, ok := strings.Cut(location, "#")
+	if !ok {
+		return ""
+	}
+	var node any = st.doc
+	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := node.(map[string]any)
+		if !ok {
+			return ""
+		}
+		node = m[tok]
+	}
+	m, _ := node.(map[string]any)
+	p, _ := m["pattern"].(string)
+	return p
+}
+
+// instancePath converts a validator instance location to path elements,
+// writing array indexes as "[n]".
+func instancePath(doc any, loc []string) []string {
+	out := make([]string, 0, len(loc))
+	node := doc
+	for _, tok := range loc {
+		switch n := node.(type) {
+		case []any:
+			out = append(out, "["+tok+"]")
+			var i int
+			if _, err := fmt.Sscan(tok, &i); err == nil && i >= 0 && i < len(n) {
+				node = n[i]
+			} else {
+				node = nil
+			}
+		case map[string]any:
+			out = append(out, tok)
+			node = n[tok]
+		default:
+			out = append(out, tok)
+			node = nil
+		}
+	}
+	return out
+}
+
+// lookupPath walks object keys in a generic document.
+func lookupPath(doc any, path []string) (any, bool) {
+	node := doc
+	for _, p := range path {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if node, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return node, true
+}
+
+// resolve follows a local "$ref": "#/$defs/NAME" and returns the referenced
+// node merged under the referring node's own keywords.
+func resolve(st *schemaState, node map[string]any) map[string]any {
+	ref, ok := node["$ref"].(string)
+	if !ok {
+		return node
+	}
+	name, ok := strings.CutPrefix(ref, "#/$defs/")
+	if !ok {
+		return node
+	}
+	defs, _ := st.doc["$defs"].(map[string]any)
+	target, _ := defs[name].(map[string]any)
+	merged := map[string]any{}
+	for k, v := range resolve(st, target) {
+		merged[k] = v
+	}
+	for k, v := range node {
+		if k != "$ref" {
+			merged[k] = v
+		}
+	}
+	return merged
+}
+
+// schemaKey is a config key resolved against the schema.
+type schemaKey struct {
+	path []string       // object path into the document
+	node map[string]any // resolved schema of the value
+	// entry is true when the last path element names an entry of a map
+	// (guard.tool_overrides.PKG/TOOL and the like).
+	entry bool
+}
+
+// typ is the JSON type the key takes: "string", "boolean", "integer",
+// "number", "array" or "object".
+func (k *schemaKey) typ() string {
+	if t, ok := k.node["type"].(string); ok {
+		return t
+	}
+	if enum, ok := k.node["enum"].([]any); ok && len(enum) > 0 {
+		if _, ok := enum[0].(string); ok {
+			return "string"
+		}
+	}
+	return ""
+}
+
+// allowed describes the values a key takes, for error messages.
+func (k *schemaKey) allowed() string {
+	if enum, ok := k.node["enum"].([]any); ok {
+		vs := make([]string, 0, len(enum))
+		for _, v := range enum {
+			vs = append(vs, fmt.Sprint(v))
+		}
+		return "one of " + strings.Join(vs, ", ")
+	}
+	switch t := k.typ(); t {
+	case "boolean":
+		return "true or false"
+	case "integer":
+		return "an integer"
+	case "number":
+		return "a number"
+	case "array":
+		return "a JSON array"
+	case "object":
+		return "a JSON object"
+	case "string":
+		if d, ok := k.node["description"].(string); ok && k.node["pattern"] != nil {
+			return "a string (" + d + ")"
+		}
+		return "a string"
+	default:
+		return "a JSON value"
+	}
+}
+
+// lookupKey resolves a dotted key. Keys name fixed properties; below a map
+// (an object with additionalProperties) the next element names an entry, or,
+// when entries are not objects, the rest of the key does (tool names may
+// contain dots).
+func lookupKey(st *schemaState, key string) (*schemaKey, error) {
+	if key == "" {
+		return nil, unknownKey(st, key)
+	}
+	segs := strings.Split(key, ".")
+	node := st.doc
+	var path []string
+	entry := false
+	for i := 0; i < len(segs); i++ {
+		r := resolve(st, node)
+		seg := segs[i]
+		if seg == "" {
+			return nil, unknownKey(st, key)
+		}
+		entry = false
+		if props, ok := r["properties"].(map[string]any); ok {
+			next, ok := props[seg].(map[string]any)
+			if !ok {
+				return nil, unknownKey(st, key)
+			}
+			node, path = next, append(path, seg)
+			continue
+		}
+		ap, ok := r["additionalProperties"].(map[string]any)
+		if !ok {
+			return nil, unknownKey(st, key)
+		}
+		if _, objects := resolve(st, ap)["properties"]; !objects {
+			seg = strings.Join(segs[i:], ".")
+			i = len(segs)
+		}
+		node, path, entry = ap, append(path, seg), true
+	}
+	return &schemaKey{path: path, node: resolve(st, node), entry: entry}, nil
+}
+
+func unknownKey(st *schemaState, key string) error {
+	msg := fmt.Sprintf("unknown config key %q", key)
+	if s := suggest(st, key); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return errors.New(msg)
+}
+
+// leafKeys lists the keys whose values are not fixed-shape objects: every
+// scalar, array and map key, sorted. sections lists the fixed-shape objects.
+func leafKeys(st *schemaState) (leaves, sections []string) {
+	var walk func(prefix string, node map[string]any)
+	walk = func(prefix string, node map[string]any) {
+		r := resolve(st, node)
+		props, ok := r["properties"].(map[string]any)
+		if !ok {
+			leaves = append(leaves, prefix)
+			return
+		}
+		if prefix != "" {
+			sections = append(sections, prefix)
+		}
+		for name, child := range props {
+			key := name
+			if prefix != "" {
+				key = prefix + "." + name
+			}
+			walk(key, child.(map[string]any))
+		}
+	}
+	walk("", st.doc)
+	sort.Strings(leaves)
+	sort.Strings(sections)
+	return leaves, sections
+}
+
+// suggest returns up to three known keys close to key: same last element,
+// or a small edit distance.
+func suggest(st *schemaState, key string) []string {
+	leaves, sections := leafKeys(st)
+	known := append(leaves, sections...)
+	last := key[strings.LastIndex(key, ".")+1:]
+	type cand struct {
+		key  string
+		dist int
+	}
+	var cs []cand
+	for _, k := range known {
+		d := levenshtein(key, k)
+		klast := k[strings.LastIndex(k, ".")+1:]
+		switch {
+		case last != "" && klast == last:
+			d = 0
+		case d <= max(2, len(k)/5):
+		case last != "" && levenshtein(last, klast) <= max(1, len(klast)/5):
+			d = max(1, d/2)
+		case last != "" && wordsIn(last, klast):
+			d = max(2, d/2)
+		default:
+			continue
+		}
+		cs = append(cs, cand{k, d})
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].dist != cs[j].dist {
+			return cs[i].dist < cs[j].dist
+		}
+		return cs[i].key < cs[j].key
+	})
+	var out []string
+	for _, c := range cs {
+		if c.key == key || len(out) == 3 {
+			continue
+		}
+		out = append(out, c.key)
+	}
+	return out
+}
+
+// wordsIn reports whether every "_"-separated word of a is a word of b
+// (minimum_level → minimum_trust_level).
+func wordsIn(a, b string) bool {
+	bw := strings.Split(b, "_")
+	for _, w := range strings.Split(a, "_") {
+		if !slices.Contains(bw, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

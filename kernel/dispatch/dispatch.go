@@ -1,0 +1,354 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/audit"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/policy"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
+)
+
+// Placements.
+const (
+	PlacementHost    = "host"
+	PlacementSandbox = "sandbox"
+	PlacementNone    = "none"
+)
+
+// Kernel runs tool calls through the pipeline. The zero value is not usable;
+// fill HomeDir and Plugins.
+type Kernel struct {
+	// HomeDir is AGENTNODE_HOME.
+	HomeDir string
+	// ConfigPath is the config file (home.ConfigPath(HomeDir) if empty).
+	ConfigPath string
+	// Plugins launches and supervises plugin processes.
+	Plugins *pluginhost.Host
+	// Environ is the caller's environment (os.Environ form). It feeds the
+	// environment context and, filtered, the host executor.
+	Environ []string
+	// Interactive is true only when a human can answer a prompt (a TTY and
+	// no CI / AGENTNODE_NON_INTERACTIVE).
+	Interactive bool
+	// Root is true when running as uid 0.
+	Root bool
+	// Ask asks the user a yes/no question on the TTY. nil means no prompt is
+	// possible (treated as "no").
+	Ask func(question string) (bool, error)
+	// Warn receives warnings (stderr). May be nil.
+	Warn io.Writer
+	// StageTimeout bounds each automated stage (default 15s).
+	StageTimeout time.Duration
+	// PromptTimeout bounds the prompt stage (default 5m).
+	PromptTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Request is one tool call.
+type Request struct {
+	Package string
+	Tool    string
+	Input   json.RawMessage
+	// DryRun decides and reports, audits nothing and runs nothing.
+	DryRun bool
+}
+
+// Result describes what happened to a request. It is filled as far as the
+// pipeline got, also on a deny.
+type Result struct {
+	RequestID  string          `json:"request_id"`
+	Decision   string          `json:"decision"`
+	Code       string          `json:"code,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Package    string          `json:"package"`
+	Version    string          `json:"version,omitempty"`
+	Tool       string          `json:"tool"`
+	Actions    []string        `json:"actions,omitempty"`
+	Trust      string          `json:"trust,omitempty"`
+	Placement  string          `json:"placement"`
+	Backend    string          `json:"backend,omitempty"`
+	GuardChain []string        `json:"guard_chain,omitempty"`
+	Risk       int             `json:"risk"`
+	RiskBand   string          `json:"risk_band,omitempty"`
+	Warnings   []string        `json:"warnings,omitempty"`
+	DryRun     bool            `json:"dry_run,omitempty"`
+	Ran        bool            `json:"ran"`
+	ExitCode   *int            `json:"exit_code,omitempty"`
+	OK         *bool           `json:"ok,omitempty"`
+	Output     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	DurationMS *int64          `json:"duration_ms,omitempty"`
+	Stderr     string          `json:"-"`
+}
+
+// state is what the stages share.
+type state struct {
+	k        *Kernel
+	req      *Request
+	res      *Result
+	set      *settings
+	pkg      *store.Package
+	tool     *manifest.Tool
+	actions  []policy.Action
+	env      policy.Env
+	verdict  policy.Verdict // combined Guard verdict so far
+	denyCode reason.Code    // code to use if verdict ends as deny
+	denyWhy  string
+	log      *audit.Log
+}
+
+// stage is one step of the pipeline. code is used for errors that carry no
+// reason code of their own (including panics and timeouts).
+type stage struct {
+	name    string
+	code    reason.Code
+	run     func(ctx context.Context, st *state) error
+	timeout func(k *Kernel) time.Duration
+}
+
+// decisionStages are the stages before the audit decision record, in order.
+// This list is the pipeline's order; nothing else orders stages.
+var decisionStages = []stage{
+	{name: "config", code: reason.ConfigInvalid, run: stageConfig},
+	{name: "lockfile", code: reason.LockfileError, run: stageLockfile},
+	{name: "artifact", code: reason.ArtifactMismatch, run: stageArtifact},
+	{name: "trust", code: reason.TrustUnavailable, run: stageTrust},
+	{name: "minimum_trust", code: reason.TrustBelowMinimum, run: stageMinimumTrust},
+	{name: "placement", code: reason.SandboxUnavailable, run: stagePlacement},
+	{name: "policy", code: reason.PolicyDenied, run: stagePolicy},
+	{name: "rate_limit", code: reason.RateLimited, run: stageRateLimit},
+	{name: "inspectors", code: reason.PluginUnavailable, run: stageInspectors},
+	{name: "prompt", code: reason.PolicyPrompt, run: stagePrompt, timeout: func(k *Kernel) time.Duration { return k.promptTimeout() }},
+}
+
+func (k *Kernel) stageTimeout() time.Duration {
+	if k.StageTimeout > 0 {
+		return k.StageTimeout
+	}
+	return 15 * time.Second
+}
+
+func (k *Kernel) promptTimeout() time.Duration {
+	if k.PromptTimeout > 0 {
+		return k.PromptTimeout
+	}
+	return 5 * time.Minute
+}
+
+func (k *Kernel) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}
+
+func (k *Kernel) warn(st *state, msg string) {
+	st.res.Warnings = append(st.res.Warnings, msg)
+	if k.Warn != nil {
+		fmt.Fprintf(k.Warn, "agentnode: warning: %s\n", msg)
+	}
+}
+
+// Run decides a request and, if allowed, executes it. The returned error is
+// non-nil exactly when the request was refused or could not be completed; it
+// carries the reason code. The Result is always non-nil.
+func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
+	st := &state{
+		k:   k,
+		req: req,
+		res: &Result{
+			RequestID: newRequestID(),
+			Package:   req.Package,
+			Tool:      req.Tool,
+			Placement: PlacementNone,
+			DryRun:    req.DryRun,
+		},
+		verdict: policy.Allow,
+	}
+	defer func() {
+		if st.log != nil {
+			_ = st.log.Close()
+		}
+	}()
+
+	for _, s := range decisionStages {
+		if err := runStage(ctx, k, s, st); err != nil {
+			return st.res, k.deny(st, err)
+		}
+	}
+	st.res.Decision = string(policy.Allow)
+	if req.DryRun {
+		return st.res, nil
+	}
+	if err := k.recordDecision(st); err != nil {
+		// The decision could not be made durable: nothing runs.
+		st.res.Decision = string(policy.Deny)
+		st.res.Code = string(reason.CodeOf(err))
+		st.res.Reason = err.Error()
+		return st.res, err
+	}
+	execErr := runStage(ctx, k, stage{name: "execute", code: reason.PluginUnavailable, run: stageExecute,
+		timeout: func(k *Kernel) time.Duration { return st.set.timeout + 30*time.Second }}, st)
+	if execErr != nil {
+		st.res.Code = string(reason.CodeOf(execErr))
+		st.res.Reason = execErr.Error()
+	}
+	if err := k.recordOutcome(st); err != nil {
+		return st.res, err
+	}
+	return st.res, execErr
+}
+
+// runStage runs one stage with a deadline, turning a panic or a timeout into
+// an error with the stage's code, and an uncoded error into one.
+func runStage(ctx context.Context, k *Kernel, s stage, st *state) error {
+	d := k.stageTimeout()
+	if s.timeout != nil {
+		d = s.timeout(k)
+	}
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- reason.New(s.code, "internal error in stage %s: %v\n%s", s.name, p, debug.Stack())
+			}
+		}()
+		done <- s.run(sctx, st)
+	}()
+	select {
+	case err := <-done:
+		if err != nil && reason.CodeOf(err) == "" {
+			err = reason.Wrap(s.code, err, "stage "+s.name)
+		}
+		return err
+	case <-sctx.Done():
+		// The stage did not return in time; its goroutine is abandoned.
+		return reason.New(s.code, "stage %s did not finish within %s: %w", s.name, d, sctx.Err())
+	}
+}
+
+// deny finalizes a refusal: fills the result and writes the decision record
+// (unless dry run). A failure to audit the refusal is reported as a warning;
+// the request is refused either way.
+func (k *Kernel) deny(st *state, err error) error {
+	st.res.Decision = string(policy.Deny)
+	st.res.Code = string(reason.CodeOf(err))
+	st.res.Reason = err.Error()
+	if st.req.DryRun {
+		return err
+	}
+	if aerr := k.recordDecision(st); aerr != nil {
+		k.warn(st, "the refusal could not be audited: "+aerr.Error())
+	}
+	return err
+}
+
+// openAudit opens the audit log. Before the config is loaded, it only opens
+// an audit directory that already exists (so a machine that was never set up
+// is not half set up by a refusal).
+func (k *Kernel) openAudit(st *state) (*audit.Log, error) {
+	if st.log != nil {
+		return st.log, nil
+	}
+	dir := home.AuditDir(k.HomeDir)
+	opts := audit.Options{}
+	if st.set != nil {
+		opts = st.set.auditOpts
+	} else if _, err := os.Stat(dir); err != nil {
+		return nil, reason.New(reason.AuditUnavailable, "no audit log at %s: %w", dir, err)
+	}
+	l, err := audit.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	st.log = l
+	return l, nil
+}
+
+func (k *Kernel) baseRecord(st *state, event string) *audit.Record {
+	r := st.res
+	return &audit.Record{
+		Event:      event,
+		RequestID:  r.RequestID,
+		Package:    r.Package,
+		Version:    r.Version,
+		Tool:       r.Tool,
+		Action:     joinActions(st.actions),
+		Trust:      r.Trust,
+		Placement:  r.Placement,
+		Backend:    r.Backend,
+		Decision:   r.Decision,
+		Code:       r.Code,
+		Reason:     truncate(r.Reason, 512),
+		GuardChain: r.GuardChain,
+		Env: audit.Env{CI: st.env.CI, Interactive: st.env.Interactive,
+			SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},
+	}
+}
+
+func (k *Kernel) recordDecision(st *state) error {
+	l, err := k.openAudit(st)
+	if err != nil {
+		return err
+	}
+	if err := l.Append(k.baseRecord(st, "decision")); err != nil {
+		return reason.Wrap(reason.AuditUnavailable, err, "write decision record")
+	}
+	return nil
+}
+
+func (k *Kernel) recordOutcome(st *state) error {
+	rec := k.baseRecord(st, "outcome")
+	rec.ExitCode = st.res.ExitCode
+	rec.DurationMS = st.res.DurationMS
+	if err := st.log.Append(rec); err != nil {
+		return reason.Wrap(reason.AuditUnavailable, err, "write outcome record (the tool already ran)")
+	}
+	return nil
+}
+
+func newRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("req-%d", time.Now().UnixNano())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func joinActions(as []policy.Action) string {
+	s := ""
+	for i, a := range as {
+		if i > 0 {
+			s += ","
+		}
+		s += string(a)
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// errStageUnavailable marks stages whose capability arrives in a later
+// version; they deny.
+var errStageUnavailable = errors.New("not available in this version of agentnode")

@@ -1,0 +1,91 @@
+package dispatch
+
+import (
+	"strings"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/audit"
+	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/policy"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/trust"
+)
+
+// settings is what the pipeline takes from the config, converted once.
+type settings struct {
+	minTrust            string
+	trustKeys           []trust.Key
+	trustPlugin         string
+	hostTrustPolicy     string
+	backend             string
+	timeout             time.Duration
+	guardStrict         bool
+	guardGlobal         map[policy.Action]policy.Verdict
+	overrides           map[string]policy.Verdict
+	rateLimits          map[string]config.RateLimit
+	inspectors          []string
+	lockfileStrict      bool
+	agentSandboxEnabled bool
+	auditOpts           audit.Options
+}
+
+// loadSettings loads the config (not_set_up / config_invalid on failure)
+// and converts it. AGENTNODE_GUARD_STRICT=1 turns strict mode on.
+func loadSettings(path string, environ []string) (*settings, error) {
+	c, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &settings{
+		minTrust:            c.Trust.MinimumTrustLevel,
+		trustPlugin:         c.Trust.Plugin,
+		hostTrustPolicy:     c.Sandbox.HostTrustPolicy,
+		backend:             c.Sandbox.Backend,
+		timeout:             time.Duration(c.Sandbox.Limits.TimeoutSeconds) * time.Second,
+		guardStrict:         c.Guard.Strict || envTrue(environ, "AGENTNODE_GUARD_STRICT"),
+		guardGlobal:         map[policy.Action]policy.Verdict{},
+		overrides:           map[string]policy.Verdict{},
+		rateLimits:          c.Guard.RateLimits,
+		inspectors:          c.Guard.Inspectors,
+		lockfileStrict:      c.Lockfile.Strict,
+		agentSandboxEnabled: c.AgentSandbox.Enabled,
+		auditOpts: audit.Options{
+			MaxSizeBytes: c.Audit.MaxSizeMB << 20,
+			MaxFiles:     int(c.Audit.MaxFiles),
+		},
+	}
+	for _, k := range c.Trust.Keys {
+		s.trustKeys = append(s.trustKeys, trust.Key{ID: k.ID, PublicKey: k.PublicKey})
+	}
+	for action, v := range c.Guard.Policy() {
+		verdict, err := policy.ParseVerdict(v)
+		if err != nil {
+			return nil, reason.New(reason.ConfigInvalid, "%s: guard.%s: %w", path, action, err)
+		}
+		s.guardGlobal[policy.Action(action)] = verdict
+	}
+	for tool, v := range c.Guard.ToolOverrides {
+		verdict, err := policy.ParseVerdict(v)
+		if err != nil {
+			return nil, reason.New(reason.ConfigInvalid, "%s: guard.tool_overrides.%s: %w", path, tool, err)
+		}
+		s.overrides[tool] = verdict
+	}
+	if s.timeout <= 0 {
+		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits.timeout_seconds must be positive", path)
+	}
+	return s, nil
+}
+
+func envTrue(environ []string, key string) bool {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			switch strings.ToLower(v) {
+			case "1", "true", "yes":
+				return true
+			}
+		}
+	}
+	return false
+}
+

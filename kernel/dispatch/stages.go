@@ -1,0 +1,281 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/policy"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/sdk/guard"
+	"github.com/agentnode/agentnode/sdk/trust"
+)
+
+// stageConfig loads and validates the config. Missing → not_set_up,
+// invalid → config_invalid; never defaulted.
+func stageConfig(_ context.Context, st *state) error {
+	path := st.k.ConfigPath
+	if path == "" {
+		path = home.ConfigPath(st.k.HomeDir)
+	}
+	set, err := loadSettings(path, st.k.Environ)
+	if err != nil {
+		return err
+	}
+	st.set = set
+	st.env = policy.EnvFrom(st.k.Environ)
+	st.env.Interactive = st.k.Interactive
+	st.env.Root = st.k.Root
+	return nil
+}
+
+// stageLockfile checks the lockfile. Verification of agentnode.lock arrives
+// with the lockfile issue; until then lockfile.strict refuses (it cannot be
+// honoured) and a present lockfile is reported as unverified.
+func stageLockfile(_ context.Context, st *state) error {
+	path := home.LockfilePath()
+	_, err := os.Stat(path)
+	exists := err == nil
+	if st.set.lockfileStrict {
+		return reason.New(reason.IntegrityDenied, "lockfile.strict is on but lockfile verification is %w", errStageUnavailable)
+	}
+	if exists {
+		st.k.warn(st, fmt.Sprintf("lockfile %s was not verified: verification is %v", path, errStageUnavailable))
+	}
+	return nil
+}
+
+// stageArtifact loads the installed package and recomputes its content hash.
+func stageArtifact(_ context.Context, st *state) error {
+	s := store.Open(home.PackagesDir(st.k.HomeDir))
+	pkg, err := s.Get(st.req.Package)
+	if err != nil {
+		if errors.Is(err, store.ErrNotInstalled) {
+			return reason.New(reason.ArtifactMismatch, "%w", err)
+		}
+		return err
+	}
+	st.pkg = pkg
+	st.res.Version = pkg.Version
+	tool, ok := pkg.Manifest.Tool(st.req.Tool)
+	if !ok {
+		return reason.New(reason.PolicyDenied, "package %s has no tool %q", pkg.ID, st.req.Tool)
+	}
+	st.tool = tool
+	st.actions = policy.Classify(policy.ClassifyInput{
+		ToolName:           tool.Name,
+		DeclaredAction:     tool.ActionType,
+		NetworkLevel:       pkg.Manifest.Permissions.Network.Level,
+		CodeExecutionLevel: pkg.Manifest.Permissions.CodeExecution.Level,
+	})
+	for _, a := range st.actions {
+		st.res.Actions = append(st.res.Actions, string(a))
+	}
+	return s.Verify(pkg)
+}
+
+// stageTrust asks the configured trust plugin for the package's tier.
+func stageTrust(ctx context.Context, st *state) error {
+	name := st.set.trustPlugin
+	client, err := st.k.Plugins.Trust(ctx, name)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Evaluate(ctx, &trust.EvaluateRequest{
+		PackageID:    st.pkg.ID,
+		Version:      st.pkg.Version,
+		ArtifactHash: st.pkg.ArtifactHash,
+		Publisher:    st.pkg.Manifest.Publisher,
+		Attestations: st.pkg.Attestations,
+		Keys:         st.set.trustKeys,
+		NowUnix:      st.k.now().Unix(),
+	})
+	if err != nil {
+		return pluginCallError("trust-"+name, err)
+	}
+	st.res.Trust = resp.Level
+	if resp.Level == trust.LevelUnknown && resp.Reason != "" {
+		st.k.warn(st, "trust is unknown: "+resp.Reason)
+	}
+	return nil
+}
+
+func stageMinimumTrust(_ context.Context, st *state) error {
+	if trust.Rank(st.res.Trust) < trust.Rank(st.set.minTrust) {
+		return reason.New(reason.TrustBelowMinimum, "package %s@%s has trust %s, below the minimum %s",
+			st.pkg.ID, st.pkg.Version, st.res.Trust, st.set.minTrust)
+	}
+	return nil
+}
+
+// stagePlacement decides host or sandbox. Community tiers and unknown trust
+// always go to the sandbox; trusted/curated follow sandbox.host_trust_policy;
+// agents never run on the host.
+func stagePlacement(ctx context.Context, st *state) error {
+	m := st.pkg.Manifest
+	if m.PackageType == "mcp_server" {
+		return reason.New(reason.MCPNotPreinstalled, "MCP server packages are %w", errStageUnavailable)
+	}
+	if m.Runtime != "exec" {
+		return reason.New(reason.PolicyDenied, "runtime %q is %w", m.Runtime, errStageUnavailable)
+	}
+	placement := PlacementSandbox
+	switch st.res.Trust {
+	case trust.LevelCurated:
+		if st.set.hostTrustPolicy != "none" {
+			placement = PlacementHost
+		}
+	case trust.LevelTrusted:
+		if st.set.hostTrustPolicy == "default" {
+			placement = PlacementHost
+		}
+	}
+	if m.PackageType == "agent" {
+		placement = PlacementSandbox
+		if !st.set.agentSandboxEnabled {
+			return reason.New(reason.AgentSandboxDisabled, "agent %s runs only in the agent sandbox, and agent_sandbox.enabled is false", m.PackageID)
+		}
+	}
+	st.res.Placement = placement
+	if placement == PlacementHost {
+		return nil
+	}
+	st.res.Backend = st.set.backend
+	return checkSandbox(ctx, st)
+}
+
+// checkSandbox confirms the configured backend can run the package. Sandbox
+// backends arrive with the sandbox issue: until then every sandboxed
+// placement is refused — never a fallback to another backend or the host.
+func checkSandbox(_ context.Context, st *state) error {
+	return reason.New(reason.SandboxUnavailable, "trust %s requires the sandbox (backend %s), and sandboxed execution is %w",
+		st.res.Trust, st.set.backend, errStageUnavailable)
+}
+
+// stagePolicy applies Guard's policy engine.
+func stagePolicy(_ context.Context, st *state) error {
+	d := policy.Decide(policy.Input{
+		Package:    st.pkg.ID,
+		Tool:       st.tool.Name,
+		Actions:    st.actions,
+		TrustLevel: st.res.Trust,
+		Env:        st.env,
+		Strict:     st.set.guardStrict,
+		Global:     st.set.guardGlobal,
+		Overrides:  st.set.overrides,
+	})
+	st.res.Risk, st.res.RiskBand = d.Score, string(d.Band)
+	st.res.GuardChain = append(st.res.GuardChain, "policy:"+string(d.Verdict))
+	if d.Verdict == policy.Deny {
+		return reason.New(reason.PolicyDenied, "%s", d.Reason)
+	}
+	st.merge(d.Verdict, reason.PolicyDenied, d.Reason)
+	return nil
+}
+
+// stageRateLimit enforces guard.rate_limits. Persistent rate limits arrive
+// with the Guard issue; until then a configured limit cannot be honoured and
+// refuses.
+func stageRateLimit(_ context.Context, st *state) error {
+	if len(st.set.rateLimits) > 0 {
+		return reason.New(reason.RateLimited, "guard.rate_limits is set but rate limiting is %w", errStageUnavailable)
+	}
+	return nil
+}
+
+// stageInspectors runs the inspector chain in order; deny beats prompt beats
+// allow; any plugin failure or malformed answer denies.
+func stageInspectors(ctx context.Context, st *state) error {
+	for _, name := range st.set.inspectors {
+		client, err := st.k.Plugins.Guard(ctx, name)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Inspect(ctx, &guard.InspectRequest{
+			PackageID:       st.pkg.ID,
+			Version:         st.pkg.Version,
+			Tool:            st.tool.Name,
+			ActionTypes:     st.res.Actions,
+			Permissions:     guardPermissions(st),
+			InputJSON:       st.req.Input,
+			InputSchemaJSON: st.tool.InputSchema,
+			Env: guard.Env{CI: st.env.CI, Interactive: st.env.Interactive,
+				SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},
+			TrustLevel: st.res.Trust,
+		})
+		if err != nil {
+			return pluginCallError("guard-"+name, err)
+		}
+		st.res.GuardChain = append(st.res.GuardChain, name+":"+string(resp.Verdict))
+		why := name + ": " + strings.Join(resp.Reasons, "; ")
+		switch resp.Verdict {
+		case guard.VerdictDeny:
+			return reason.New(reason.InputDenied, "inspector %s", why)
+		case guard.VerdictPrompt:
+			st.merge(policy.Prompt, reason.InputDenied, "inspector "+why)
+		case guard.VerdictAllow, guard.VerdictAbstain:
+		default:
+			return reason.New(reason.PluginUnavailable, "inspector %s answered %q", name, resp.Verdict)
+		}
+	}
+	return nil
+}
+
+func guardPermissions(st *state) guard.Permissions {
+	p := st.pkg.Manifest.Permissions
+	return guard.Permissions{
+		NetworkLevel:       p.Network.Level,
+		AllowedDomains:     p.Network.AllowedDomains,
+		FilesystemLevel:    p.Filesystem.Level,
+		CodeExecutionLevel: p.CodeExecution.Level,
+	}
+}
+
+// merge folds a verdict into the running Guard verdict.
+func (st *state) merge(v policy.Verdict, code reason.Code, why string) {
+	if policy.Stronger(v, st.verdict) != st.verdict || st.denyWhy == "" {
+		st.denyCode, st.denyWhy = code, why
+	}
+	st.verdict = policy.Stronger(v, st.verdict)
+}
+
+// stagePrompt turns a prompt verdict into allow or deny: non-interactive →
+// deny (policy_prompt); otherwise ask on the TTY, EOF or anything but yes is
+// no. The answer goes into the audit record via the guard chain.
+func stagePrompt(_ context.Context, st *state) error {
+	if st.verdict != policy.Prompt {
+		return nil
+	}
+	if st.req.DryRun {
+		st.res.GuardChain = append(st.res.GuardChain, "prompt:skipped(dry-run)")
+		return nil
+	}
+	if !st.k.Interactive || st.k.Ask == nil {
+		return reason.New(reason.PolicyPrompt, "approval required (%s) but agentnode is not interactive", st.denyWhy)
+	}
+	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
+		joinActions(st.actions), st.res.Trust, st.denyWhy)
+	yes, err := st.k.Ask(q)
+	if err != nil {
+		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)
+	}
+	if !yes {
+		st.res.GuardChain = append(st.res.GuardChain, "prompt:no")
+		return reason.New(reason.PolicyDenied, "declined at the prompt (%s)", st.denyWhy)
+	}
+	st.res.GuardChain = append(st.res.GuardChain, "prompt:yes")
+	return nil
+}
+
+// pluginCallError turns a failed plugin call into plugin_unavailable.
+func pluginCallError(name string, err error) error {
+	if reason.CodeOf(err) != "" {
+		return err
+	}
+	return pluginhost.CallError(name, err)
+}

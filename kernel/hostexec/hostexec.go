@@ -1,0 +1,571 @@
+// Package hostexec runs a trusted tool process directly on the host: the
+// placement that host_trust_policy allows for trusted/curated tools. It is
+// not a sandbox; it bounds what a well-meaning tool can do by accident (hang,
+// flood, leave processes or files behind, read the user's secrets from the
+// environment) and speaks the tool I/O protocol of kernel/toolio over the
+// process's pipes.
+//
+// # What a tool process gets
+//
+//   - The entrypoint: a regular, executable file inside Request.PackageDir,
+//     resolved through symlinks; a path that is absolute, climbs out with "..",
+//     or resolves (through any symlink) outside the package is refused with
+//     ErrEntrypoint (reason code integrity_denied) and nothing runs. The
+//     resolved path is what is executed.
+//   - A fresh working directory, created 0700 under os.TempDir and removed
+//     after the run however it ends (exit, timeout, cancellation, flood).
+//   - Environment: Request.Env as given (the caller filters it, normally with
+//     AllowedEnv), then HOME and TMPDIR set to the working directory and
+//     PACK_DIR set to the resolved package directory. These three always
+//     replace any value of the same name in Request.Env.
+//   - stdin: Request.Stdin, written by its own goroutine and then closed; a
+//     tool that never reads it does not block the host.
+//   - Its own process group (Setpgid) and SIGKILL as its parent-death signal
+//     (Pdeathsig), so it dies with the agentnode process.
+//
+// # How a run ends
+//
+//   - The tool's main process exits: the rest of its process group is
+//     SIGKILLed at once (a tool run leaves no processes behind), then the
+//     main process is reaped. Result.ExitCode is its exit status, or 128+N
+//     when it was killed by signal N (as shells and Docker report it). A
+//     non-zero exit is not an error of Run.
+//   - Request.Timeout (DefaultTimeout when zero) passes or ctx is done: the
+//     whole process group is SIGKILLed, Result.TimedOut is set, and the error
+//     wraps reason.ErrTimeout together with context.DeadlineExceeded or
+//     ctx.Err().
+//   - stdout exceeds Request.MaxStdout (toolio.MaxOutput when zero): the
+//     process group is SIGKILLed at once, Result.Stdout holds the first
+//     MaxStdout bytes, Result.StdoutTruncated is set and the error wraps
+//     toolio.ErrOutputTooLarge.
+//
+// stderr is always read to the end so the tool never blocks on it, but only
+// MaxStderr bytes (toolio.MaxStderr when zero) are kept: the first half and
+// the last half of the stream, with Result.StderrTruncated set when bytes in
+// between were dropped.
+//
+// The group is killed while the main process is still unreaped, so its pid
+// (the group id) cannot have been reused by an unrelated process.
+//
+// # Limits
+//
+// Killing by process group misses a descendant that deliberately leaves the
+// group (setsid, setpgid) and, when agentnode itself is SIGKILLed, the tool's
+// own children (Pdeathsig covers only the direct child). Run never waits for
+// such a process: once the tool's group is gone it waits at most a short
+// grace period for the pipes to close, then closes its ends. Containing
+// processes that try to escape is the sandbox's job (cgroups, pid
+// namespace); host placement is reserved for trusted tools.
+//
+// Pdeathsig fires when the OS thread that started the tool ends, not the
+// process. The Go runtime ends a thread only when a goroutine exits while
+// locked to it (runtime.LockOSThread), so do not call Run from a goroutine
+// locked to its thread.
+package hostexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/toolio"
+)
+
+// DefaultTimeout applies when Request.Timeout is zero or negative: a host
+// run is never unbounded.
+const DefaultTimeout = 60 * time.Second
+
+// drainGrace bounds how long Run waits for the output pipes to reach EOF
+// after the tool's process group is gone; only a process that escaped the
+// group can hold them open longer.
+const drainGrace = 500 * time.Millisecond
+
+// ErrEntrypoint marks a refused package directory or entrypoint. Such errors
+// also carry reason.ErrIntegrityDenied.
+var ErrEntrypoint = errors.New("entrypoint refused")
+
+// Request describes one run of a tool process.
+type Request struct {
+	// PackageDir is the installed package's directory.
+	PackageDir string
+	// Entrypoint is the executable's path relative to PackageDir.
+	Entrypoint string
+	// Args are passed after argv[0] (the resolved entrypoint path).
+	Args []string
+	// Stdin is written to the tool's stdin, which is then closed.
+	Stdin []byte
+	// Env is the tool's environment, already filtered by the caller (see
+	// AllowedEnv). HOME, TMPDIR and PACK_DIR are set by Run.
+	Env []string
+	// Timeout bounds the run; zero or negative means DefaultTimeout.
+	Timeout time.Duration
+	// MaxStdout bounds stdout; zero or negative means toolio.MaxOutput.
+	MaxStdout int
+	// MaxStderr bounds the stderr kept; zero or negative means
+	// toolio.MaxStderr.
+	MaxStderr int
+}
+
+// Result is the outcome of a run whose process was started.
+type Result struct {
+	// ExitCode is the exit status, or 128+signal when killed by a signal.
+	ExitCode int
+	// Stdout is the tool's stdout, at most MaxStdout bytes.
+	Stdout []byte
+	// Stderr is the kept part of stderr, at most MaxStderr bytes.
+	Stderr []byte
+	// StdoutTruncated: stdout went beyond MaxStdout and the tool was killed.
+	StdoutTruncated bool
+	// StderrTruncated: bytes in the middle of stderr were dropped.
+	StderrTruncated bool
+	// TimedOut: the timeout passed or ctx was done, and the tool was killed.
+	TimedOut bool
+	// Duration runs from the start of the process to its reaping.
+	Duration time.Duration
+}
+
+// Run runs the tool described by req and returns its result. The error is
+// nil when the tool ran to its own exit (whatever the exit code). When the
+// process could not be started the Result is nil; when it was killed for a
+// timeout, a cancelled ctx or an output flood, both a Result and an error
+// are returned (see the package documentation). A failure to remove the
+// working directory is joined to the error.
+func Run(ctx context.Context, req *Request) (res *Result, err error) {
+	if req == nil {
+		return nil, errors.New("hostexec: nil request")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, reason.New(reason.Timeout, "hostexec: not started: %w", err)
+	}
+	packDir, entry, err := resolveEntrypoint(req.PackageDir, req.Entrypoint)
+	if err != nil {
+		return nil, err
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	maxOut := req.MaxStdout
+	if maxOut <= 0 {
+		maxOut = toolio.MaxOutput
+	}
+	maxErr := req.MaxStderr
+	if maxErr <= 0 {
+		maxErr = toolio.MaxStderr
+	}
+
+	created, err := os.MkdirTemp("", "agentnode-tool-")
+	if err != nil {
+		return nil, fmt.Errorf("hostexec: create work dir: %w", err)
+	}
+	defer func() {
+		if rerr := removeWorkDir(created); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	// An absolute, symlink-free path, so HOME and TMPDIR match what the
+	// tool's getcwd returns.
+	work, err := filepath.Abs(created)
+	if err == nil {
+		work, err = filepath.EvalSymlinks(work)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hostexec: work dir: %w", err)
+	}
+	if err := os.Chmod(work, 0o700); err != nil {
+		return nil, fmt.Errorf("hostexec: work dir: %w", err)
+	}
+
+	p, err := newPipes()
+	if err != nil {
+		return nil, err
+	}
+	defer p.closeParent()
+	env := toolEnv(req.Env, work, packDir)
+	start := time.Now()
+	cmd, err := startTool(entry, req.Args, env, work, p)
+	p.closeChild()
+	if err != nil {
+		return nil, fmt.Errorf("hostexec: start %s: %w", req.Entrypoint, err)
+	}
+	grp := &group{pgid: cmd.Process.Pid}
+
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		if len(req.Stdin) > 0 {
+			// EPIPE when the tool exits without reading: nothing to do.
+			_, _ = p.stdinW.Write(req.Stdin)
+		}
+		_ = p.stdinW.Close()
+	}()
+
+	var (
+		readers sync.WaitGroup
+		stdout  = &limitedBuffer{max: maxOut, onOverflow: grp.kill}
+		stderr  = newHeadTail(maxErr)
+	)
+	readers.Add(2)
+	go func() { defer readers.Done(); drain(p.stdoutR, 32<<10, stdout.write) }()
+	go func() { defer readers.Done(); drain(p.stderrR, 8<<10, stderr.write) }()
+
+	exited := make(chan struct{})
+	go func() { defer close(exited); waitExited(cmd.Process.Pid) }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var (
+		timedOut bool
+		cause    error
+	)
+	select {
+	case <-exited:
+	case <-timer.C:
+		select {
+		case <-exited: // exited just in time
+		default:
+			timedOut, cause = true, fmt.Errorf("timed out after %s: %w", timeout, context.DeadlineExceeded)
+		}
+	case <-ctx.Done():
+		select {
+		case <-exited:
+		default:
+			timedOut, cause = true, ctx.Err()
+		}
+	}
+	if timedOut {
+		grp.kill()
+		<-exited
+	}
+	// The main process is a zombie now: kill what is left of its group
+	// while its pid cannot be reused, then reap it.
+	grp.killAndSeal()
+	waitErr := cmd.Wait()
+	duration := time.Since(start)
+
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(readersDone) }()
+	grace := time.NewTimer(drainGrace)
+	select {
+	case <-readersDone:
+	case <-grace.C:
+		// A process outside the group holds the pipes; stop reading.
+		p.closeParent()
+		<-readersDone
+	}
+	grace.Stop()
+	p.closeParent() // also unblocks a stdin write the tool never read
+	<-stdinDone
+
+	ps := cmd.ProcessState
+	if ps == nil {
+		return nil, fmt.Errorf("hostexec: wait %s: %w", req.Entrypoint, waitErr)
+	}
+	res = &Result{
+		ExitCode:        exitCode(ps),
+		Stdout:          stdout.buf,
+		StdoutTruncated: stdout.truncated,
+		TimedOut:        timedOut,
+		Duration:        duration,
+	}
+	res.Stderr, res.StderrTruncated = stderr.bytes()
+	switch {
+	case timedOut:
+		return res, reason.New(reason.Timeout, "hostexec: tool %s killed: %w", req.Entrypoint, cause)
+	case stdout.truncated:
+		return res, fmt.Errorf("hostexec: tool %s killed: stdout exceeded %d bytes: %w",
+			req.Entrypoint, maxOut, toolio.ErrOutputTooLarge)
+	}
+	return res, nil
+}
+
+// resolveEntrypoint returns the package directory and the entrypoint with
+// all symlinks resolved, refusing anything that is not a regular executable
+// file inside the package.
+func resolveEntrypoint(packageDir, entrypoint string) (dir, path string, err error) {
+	refuse := func(why string, cause error) error {
+		inner := ErrEntrypoint
+		if cause != nil {
+			inner = fmt.Errorf("%w: %w", ErrEntrypoint, cause)
+		}
+		return reason.New(reason.IntegrityDenied, "hostexec: entrypoint %q of package %q: %s: %w",
+			entrypoint, packageDir, why, inner)
+	}
+	if packageDir == "" {
+		return "", "", refuse("no package directory", nil)
+	}
+	abs, err := filepath.Abs(packageDir)
+	if err != nil {
+		return "", "", refuse("package directory", err)
+	}
+	if dir, err = filepath.EvalSymlinks(abs); err != nil {
+		return "", "", refuse("package directory", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", "", refuse("package directory is not a directory", err)
+	}
+	if !filepath.IsLocal(entrypoint) {
+		return "", "", refuse("not a relative path inside the package", nil)
+	}
+	if path, err = filepath.EvalSymlinks(filepath.Join(dir, entrypoint)); err != nil {
+		return "", "", refuse("cannot resolve", err)
+	}
+	if rel, err := filepath.Rel(dir, path); err != nil || !filepath.IsLocal(rel) {
+		return "", "", refuse("resolves outside the package", err)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "", "", refuse("cannot stat", err)
+	case !fi.Mode().IsRegular():
+		return "", "", refuse("not a regular file", nil)
+	case fi.Mode().Perm()&0o111 == 0:
+		return "", "", refuse("not executable", nil)
+	}
+	return dir, path, nil
+}
+
+// toolEnv returns base without HOME, TMPDIR and PACK_DIR, followed by the
+// values Run sets. The result is never nil, so the tool never inherits the
+// agentnode process's environment.
+func toolEnv(base []string, work, packDir string) []string {
+	env := make([]string, 0, len(base)+3)
+	for _, kv := range base {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "HOME", "TMPDIR", "PACK_DIR":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+work, "TMPDIR="+work, "PACK_DIR="+packDir)
+}
+
+// pipes holds the tool's three standard streams; the parent keeps stdinW,
+// stdoutR and stderrR.
+type pipes struct {
+	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW *os.File
+}
+
+func newPipes() (*pipes, error) {
+	var p pipes
+	var err error
+	if p.stdinR, p.stdinW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("hostexec: pipe: %w", err)
+	}
+	if p.stdoutR, p.stdoutW, err = os.Pipe(); err != nil {
+		p.closeChild()
+		p.closeParent()
+		return nil, fmt.Errorf("hostexec: pipe: %w", err)
+	}
+	if p.stderrR, p.stderrW, err = os.Pipe(); err != nil {
+		p.closeChild()
+		p.closeParent()
+		return nil, fmt.Errorf("hostexec: pipe: %w", err)
+	}
+	return &p, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			_ = f.Close() // closing twice is harmless
+		}
+	}
+}
+
+func (p *pipes) closeChild()  { closeAll(p.stdinR, p.stdoutW, p.stderrW) }
+func (p *pipes) closeParent() { closeAll(p.stdinW, p.stdoutR, p.stderrR) }
+
+// startTool starts the process, retrying briefly on ETXTBSY: a freshly
+// written entrypoint can still be open for writing in a child forked
+// concurrently by another goroutine.
+func startTool(entry string, args, env []string, dir string, p *pipes) (*exec.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmd := &exec.Cmd{
+			Path:   entry,
+			Args:   append([]string{entry}, args...),
+			Env:    env,
+			Dir:    dir,
+			Stdin:  p.stdinR,
+			Stdout: p.stdoutW,
+			Stderr: p.stderrW,
+			SysProcAttr: &syscall.SysProcAttr{
+				Setpgid:   true,
+				Pdeathsig: syscall.SIGKILL,
+			},
+		}
+		err := cmd.Start()
+		if err == nil {
+			return cmd, nil
+		}
+		if !errors.Is(err, syscall.ETXTBSY) || attempt == 4 {
+			return nil, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
+	}
+}
+
+// group kills a tool's process group, but only until its leader is reaped:
+// after that the group id could name an unrelated process group.
+type group struct {
+	mu     sync.Mutex
+	pgid   int
+	sealed bool
+}
+
+func (g *group) kill() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.sealed {
+		_ = syscall.Kill(-g.pgid, syscall.SIGKILL) // ESRCH: already gone
+	}
+}
+
+func (g *group) killAndSeal() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.sealed {
+		_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
+		g.sealed = true
+	}
+}
+
+// waitExited blocks until pid has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, syscall.EINTR) {
+			return
+		}
+	}
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// drain reads f to EOF (or until f is closed), handing every chunk to sink.
+func drain(f *os.File, bufSize int, sink func([]byte)) {
+	buf := make([]byte, bufSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			sink(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// limitedBuffer keeps the first max bytes and calls onOverflow once when
+// more arrive; the excess is discarded. Its capacity doubles up to max, so a
+// run allocates at most about 2*max bytes for stdout.
+type limitedBuffer struct {
+	max        int
+	buf        []byte
+	truncated  bool
+	onOverflow func()
+}
+
+func (b *limitedBuffer) write(p []byte) {
+	if b.truncated {
+		return
+	}
+	room := b.max - len(b.buf)
+	over := len(p) > room
+	if over {
+		p = p[:room]
+	}
+	if need := len(b.buf) + len(p); need > cap(b.buf) {
+		grown := make([]byte, len(b.buf), min(max(2*cap(b.buf), need, 4096), b.max))
+		copy(grown, b.buf)
+		b.buf = grown
+	}
+	b.buf = append(b.buf, p...)
+	if over {
+		b.truncated = true
+		b.onOverflow()
+	}
+}
+
+// headTail keeps the first headMax and the last tailMax bytes of a stream in
+// memory bounded by headMax + 2*tailMax.
+type headTail struct {
+	headMax, tailMax int
+	head, tail       []byte
+	total            int64
+}
+
+func newHeadTail(max int) *headTail {
+	return &headTail{headMax: max / 2, tailMax: max - max/2}
+}
+
+func (h *headTail) write(p []byte) {
+	h.total += int64(len(p))
+	if room := h.headMax - len(h.head); room > 0 {
+		n := min(room, len(p))
+		h.head = append(h.head, p[:n]...)
+		p = p[n:]
+	}
+	if len(p) >= h.tailMax {
+		h.tail = append(h.tail[:0], p[len(p)-h.tailMax:]...)
+		return
+	}
+	if len(h.tail)+len(p) > 2*h.tailMax {
+		keep := h.tailMax - len(p)
+		h.tail = append(h.tail[:0], h.tail[len(h.tail)-keep:]...)
+	}
+	h.tail = append(h.tail, p...)
+}
+
+// bytes returns the kept bytes and whether some were dropped.
+func (h *headTail) bytes() ([]byte, bool) {
+	tail := h.tail
+	if len(tail) > h.tailMax {
+		tail = tail[len(tail)-h.tailMax:]
+	}
+	out := make([]byte, 0, len(h.head)+len(tail))
+	out = append(append(out, h.head...), tail...)
+	return out, h.total > int64(h.headMax+h.tailMax)
+}
+
+// removeWorkDir removes the tool's working directory. A tool may have left
+// directories without write or search permission; they are made accessible
+// (through an os.Root, so a planted symlink cannot redirect the chmod outside
+// the directory) and removal is retried.
+func removeWorkDir(dir string) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		_ = os.Chmod(dir, 0o700)
+		if root, rerr := os.OpenRoot(dir); rerr == nil {
+			_ = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					_ = root.Chmod(name, 0o700)
+				}
+				return nil
+			})
+			_ = root.Close()
+		}
+		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+	}
+	return fmt.Errorf("hostexec: remove work dir %s: %w", dir, err)
+}

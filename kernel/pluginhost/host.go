@@ -1,0 +1,436 @@
+// Package pluginhost finds, verifies, starts and stops agentnode's plugin
+// processes (trust, guard, sandbox and broker kinds), fail closed.
+//
+// Catalog: a plugin is a file named agentnode-<kind>-<name> in the directory
+// of the agentnode executable (bundled plugins) or in home.PluginsDir (user
+// installed). When both hold the same kind/name, the one beside agentnode
+// runs and the other is reported as shadowed.
+//
+// Pins: a plugin runs only if pins.json records its resolved path and its
+// SHA-256 and both still match; otherwise the error wraps
+// reason.ErrPluginUnpinned. go-plugin's SecureConfig checks the hash once
+// more right before exec.
+//
+// Launch: plugins speak gRPC over go-plugin with AutoMTLS, get no host
+// environment, run in their own process group with Pdeathsig SIGKILL, and are
+// forked from a dedicated OS thread that lives as long as the process (see
+// launch.go). Host.Close kills every plugin it started and its whole process
+// group. Any failure to start, hand-shake or describe itself makes a plugin
+// unavailable (reason.ErrPluginUnavailable); errors of later calls are
+// converted by CallError.
+//
+// specs/plugins.md documents the user-visible behaviour.
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/plugin"
+)
+
+// Defaults of Options.
+const (
+	DefaultStartTimeout = 10 * time.Second
+	DefaultCallTimeout  = 10 * time.Second
+)
+
+// LogEnv names the environment variable that sets the host's log level
+// (trace, debug, info, warn, error, off). The default is warn.
+const LogEnv = "AGENTNODE_LOG"
+
+// Options configure a Host. Zero values take the defaults.
+type Options struct {
+	// HomeDir is the agentnode home; default home.Dir().
+	HomeDir string
+	// BinDir holds the bundled plugins; default DefaultBinDir().
+	BinDir string
+	// Logger receives the host's logs and each plugin's stderr; default
+	// DefaultLogger().
+	Logger hclog.Logger
+	// StartTimeout bounds the start and handshake of one plugin; default
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
+	// CallTimeout is the per-call deadline callers should use
+	// (Host.CallTimeout), and bounds the Info call made at start; default
+	// DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
+// DefaultLogger returns an hclog logger on stderr, quiet by default (warn);
+// AGENTNODE_LOG raises or lowers the level.
+func DefaultLogger() hclog.Logger {
+	level := hclog.Warn
+	if v := os.Getenv(LogEnv); v != "" {
+		if l := hclog.LevelFromString(v); l != hclog.NoLevel {
+			level = l
+		}
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "agentnode", Output: os.Stderr, Level: level})
+}
+
+// Host starts plugins on demand, caches one process per kind/name, and stops
+// them all on Close. It is safe for concurrent use.
+type Host struct {
+	homeDir, binDir string
+	initErr         error
+	logger          hclog.Logger
+	startTimeout    time.Duration
+	callTimeout     time.Duration
+
+	mu       sync.Mutex
+	closed   bool
+	slots    map[string]*slot
+	launches sync.WaitGroup
+}
+
+// slot is the cache entry of one kind/name. ready is closed once proc or
+// err is set.
+type slot struct {
+	ready chan struct{}
+	proc  *proc
+	err   error
+}
+
+// proc is one running plugin process.
+type proc struct {
+	key    string
+	client *goplugin.Client
+	raw    any
+	pid    int
+	once   sync.Once
+}
+
+// New returns a Host. Problems locating the home or bin directory surface
+// on the first dispense.
+func New(opts Options) *Host {
+	h := &Host{
+		homeDir:      opts.HomeDir,
+		binDir:       opts.BinDir,
+		logger:       opts.Logger,
+		startTimeout: opts.StartTimeout,
+		callTimeout:  opts.CallTimeout,
+		slots:        map[string]*slot{},
+	}
+	if h.logger == nil {
+		h.logger = DefaultLogger()
+	}
+	if h.startTimeout <= 0 {
+		h.startTimeout = DefaultStartTimeout
+	}
+	if h.callTimeout <= 0 {
+		h.callTimeout = DefaultCallTimeout
+	}
+	if h.homeDir == "" {
+		h.homeDir, h.initErr = home.Dir()
+	}
+	if h.binDir == "" && h.initErr == nil {
+		h.binDir, h.initErr = DefaultBinDir()
+	}
+	return h
+}
+
+// CallTimeout is the deadline callers should put on each plugin call.
+func (h *Host) CallTimeout() time.Duration { return h.callTimeout }
+
+// PID returns the process id of the running plugin of kind/name, or 0 when
+// none is running.
+func (h *Host) PID(kind, name string) int {
+	h.mu.Lock()
+	s := h.slots[Key(kind, name)]
+	h.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	select {
+	case <-s.ready:
+	default:
+		return 0
+	}
+	if s.proc == nil || s.proc.client.Exited() {
+		return 0
+	}
+	return s.proc.pid
+}
+
+// dispenseAs dispenses kind/name and asserts the client type.
+func dispenseAs[T any](ctx context.Context, h *Host, kind, name string) (T, error) {
+	var zero T
+	raw, err := h.dispense(ctx, kind, name)
+	if err != nil {
+		return zero, err
+	}
+	c, ok := raw.(T)
+	if !ok {
+		return zero, reason.New(reason.PluginUnavailable, "plugin %s: adapter dispensed %T, want %T", Key(kind, name), raw, zero)
+	}
+	return c, nil
+}
+
+// dispense returns the dispensed client of kind/name, starting the plugin if
+// it is not running. A cached plugin that has exited is stopped and started
+// again. ctx bounds only the wait: a start already under way continues and is
+// cached for later callers.
+func (h *Host) dispense(ctx context.Context, kind, name string) (any, error) {
+	key := Key(kind, name)
+	if !validKind(kind) || !ValidName(name) {
+		return nil, reason.New(reason.PluginUnavailable, "plugin %s: invalid kind or name", key)
+	}
+	newAdapter, ok := adapters[kind]
+	if !ok {
+		return nil, reason.New(reason.PluginUnavailable, "plugin %s: this agentnode cannot host %s plugins", key, kind)
+	}
+	for attempt := 0; ; attempt++ {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, reason.New(reason.PluginUnavailable, "plugin %s: plugin host is closed", key)
+		}
+		s := h.slots[key]
+		if s == nil {
+			s = &slot{ready: make(chan struct{})}
+			h.slots[key] = s
+			h.launches.Add(1)
+			go h.launch(s, kind, name, newAdapter)
+		}
+		h.mu.Unlock()
+
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, reason.New(reason.PluginUnavailable, "plugin %s: gave up waiting for it to start: %w", key, ctx.Err())
+		}
+		if s.err != nil {
+			return nil, s.err
+		}
+		if !s.proc.client.Exited() {
+			return s.proc.raw, nil
+		}
+		h.mu.Lock()
+		if h.slots[key] == s {
+			delete(h.slots, key)
+		}
+		h.mu.Unlock()
+		h.stop(s.proc)
+		if attempt > 0 {
+			return nil, reason.New(reason.PluginUnavailable, "plugin %s: exited right after starting", key)
+		}
+		h.logger.Warn("plugin exited; starting it again", "plugin", key)
+	}
+}
+
+// launch starts kind/name and publishes the result in s.
+func (h *Host) launch(s *slot, kind, name string, newAdapter func() goplugin.Plugin) {
+	defer h.launches.Done()
+	key := Key(kind, name)
+	p, err := h.start(kind, name, newAdapter())
+
+	h.mu.Lock()
+	if err == nil && h.closed {
+		err = reason.New(reason.PluginUnavailable, "plugin %s: plugin host closed while it started", key)
+	}
+	if err != nil {
+		if h.slots[key] == s {
+			delete(h.slots, key)
+		}
+		s.err = err
+	} else {
+		s.proc = p
+	}
+	h.mu.Unlock()
+	if err != nil && p != nil {
+		h.stop(p)
+	}
+	close(s.ready)
+}
+
+// locate finds the binary that would run for kind/name and checks it against
+// its pin. It returns the resolved path and the pinned checksum.
+func (h *Host) locate(kind, name string) (string, []byte, error) {
+	key := Key(kind, name)
+	if h.initErr != nil {
+		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, h.initErr)
+	}
+	cands, err := scan(h.homeDir, h.binDir)
+	if err != nil {
+		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, err)
+	}
+	i := slices.IndexFunc(cands, func(c candidate) bool { return c.kind == kind && c.name == name })
+	if i < 0 {
+		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s is not installed (no %s in %s or %s)",
+			key, FileName(kind, name), h.binDir, home.PluginsDir(h.homeDir))
+	}
+	c := cands[i]
+	if c.err != nil {
+		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, c.err)
+	}
+	pins, err := loadPins(h.homeDir)
+	if err != nil {
+		return "", nil, err
+	}
+	rec, ok := pins[key]
+	if !ok {
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s (%s) is not pinned; run `agentnode plugins pin %s`", key, c.path, c.path)
+	}
+	if rec.Path != c.path {
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: found at %s but pinned at %s", key, c.path, rec.Path)
+	}
+	if err := checkFileMode(c.path); err != nil {
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
+	}
+	sum, err := hashFile(c.path)
+	if err != nil {
+		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, err)
+	}
+	if sum != rec.SHA256 {
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s (%s) changed since it was pinned: sha256 %s, pinned %s",
+			key, c.path, sum, rec.SHA256)
+	}
+	checksum, err := hex.DecodeString(rec.SHA256)
+	if err != nil { // validated by loadPins
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
+	}
+	return c.path, checksum, nil
+}
+
+// clientConfig is the go-plugin configuration of one plugin launch.
+func (h *Host) clientConfig(kind, path string, checksum []byte, adapter goplugin.Plugin) *goplugin.ClientConfig {
+	cmd := exec.Command(path)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = sysProcAttr()
+	return &goplugin.ClientConfig{
+		HandshakeConfig:  plugin.Handshake,
+		VersionedPlugins: plugin.VersionedSet(kind, adapter),
+		Cmd:              cmd,
+		SecureConfig:     &goplugin.SecureConfig{Checksum: checksum, Hash: sha256.New()},
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		SkipHostEnv:      true,
+		Managed:          false,
+		StartTimeout:     h.startTimeout,
+		Logger:           h.logger.Named("plugin"),
+	}
+}
+
+// start verifies, launches, dispenses and checks one plugin. On error the
+// returned proc, if any, still needs stopping.
+func (h *Host) start(kind, name string, adapter goplugin.Plugin) (*proc, error) {
+	key := Key(kind, name)
+	path, checksum, err := h.locate(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	client := goplugin.NewClient(h.clientConfig(kind, path, checksum, adapter))
+	var startErr error
+	onLaunchThread(func() { _, startErr = client.Start() })
+	p := &proc{key: key, client: client}
+	p.pid, _ = strconv.Atoi(client.ID())
+	if errors.Is(startErr, goplugin.ErrChecksumsDoNotMatch) {
+		return p, reason.New(reason.PluginUnpinned, "plugin %s (%s) changed right before it was started: %w", key, path, startErr)
+	}
+	if startErr != nil {
+		return p, reason.New(reason.PluginUnavailable, "plugin %s (%s) did not start: %s", key, path, oneLine(startErr))
+	}
+	rpc, err := client.Client()
+	if err != nil {
+		return p, reason.New(reason.PluginUnavailable, "plugin %s: connect: %w", key, err)
+	}
+	raw, err := rpc.Dispense(kind)
+	if err != nil {
+		return p, reason.New(reason.PluginUnavailable, "plugin %s: dispense: %w", key, err)
+	}
+	p.raw = raw
+	inf, ok := raw.(infoer)
+	if !ok {
+		return p, reason.New(reason.PluginUnavailable, "plugin %s: %T has no Info method", key, raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.callTimeout)
+	defer cancel()
+	info, err := inf.Info(ctx)
+	if err != nil {
+		return p, CallError(key, fmt.Errorf("info: %w", err))
+	}
+	if info.Kind != kind {
+		return p, reason.New(reason.PluginUnavailable, "plugin %s reports kind %q, want %q", key, info.Kind, kind)
+	}
+	if !sharesVersion(info.APIVersions) {
+		return p, reason.New(reason.PluginUnavailable, "plugin %s speaks plugin API versions %v, agentnode speaks %v",
+			key, info.APIVersions, plugin.SupportedAPIVersions)
+	}
+	h.logger.Debug("plugin started", "plugin", key, "path", path, "pid", p.pid,
+		"version", info.Version, "api", client.NegotiatedVersion())
+	return p, nil
+}
+
+func sharesVersion(vs []uint32) bool {
+	for _, v := range vs {
+		if slices.Contains(plugin.SupportedAPIVersions, int(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+// oneLine keeps the first line of go-plugin's multi-line start errors.
+func oneLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+// stop ends one plugin: go-plugin's shutdown (graceful, then SIGKILL of the
+// plugin after 2s), then SIGKILL to its process group for anything it left
+// behind. The group id stays reserved by the kernel while any member lives,
+// so the group kill cannot hit an unrelated process group.
+func (h *Host) stop(p *proc) {
+	p.once.Do(func() {
+		p.client.Kill()
+		if err := killGroup(p.pid); err != nil {
+			h.logger.Warn("kill plugin process group", "plugin", p.key, "pgid", p.pid, "error", err)
+		}
+	})
+}
+
+// Close stops every plugin this Host started, with its process group, and
+// makes later dispenses fail. Starts under way are waited for (at most the
+// start timeout) and stopped. Close is idempotent.
+func (h *Host) Close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.launches.Wait()
+
+	h.mu.Lock()
+	var procs []*proc
+	for key, s := range h.slots {
+		if s.proc != nil {
+			procs = append(procs, s.proc)
+		}
+		delete(h.slots, key)
+	}
+	h.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.stop(p)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,546 @@
+package pluginhost
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/trust"
+)
+
+func evaluate(ctx context.Context, c *trust.Client) (*trust.EvaluateResponse, error) {
+	return c.Evaluate(ctx, &trust.EvaluateRequest{PackageID: "pkg", Version: "1.0.0"})
+}
+
+func TestTrustOK(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	h := e.host(t, Options{})
+	ctx := context.Background()
+	c, err := h.Trust(ctx, "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := evaluate(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Level != trust.LevelTrusted || resp.Reason != "ok pkg" {
+		t.Fatalf("Evaluate = %+v", resp)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	if pid <= 0 || !alive(pid) {
+		t.Fatalf("PID = %d, not a live process", pid)
+	}
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Errorf("plugin pgid = %d, %v; want its own group %d", pgid, err, pid)
+	}
+	// Cached: the same client and process.
+	c2, err := h.Trust(ctx, "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2 != c || h.PID(plugin.KindTrust, "faulty") != pid {
+		t.Errorf("second Trust started another plugin")
+	}
+	h.Close()
+	waitGone(t, pid, 2*time.Second)
+	if _, err := h.Trust(ctx, "faulty"); !errors.Is(err, reason.ErrPluginUnavailable) {
+		t.Errorf("Trust after Close = %v, want ErrPluginUnavailable", err)
+	}
+}
+
+func TestConcurrentDispenseStartsOnePlugin(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	h := e.host(t, Options{})
+	var wg sync.WaitGroup
+	clients := make([]*trust.Client, 8)
+	errs := make([]error, 8)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clients[i], errs[i] = h.Trust(context.Background(), "faulty")
+		}()
+	}
+	wg.Wait()
+	for i := range clients {
+		if errs[i] != nil || clients[i] != clients[0] {
+			t.Fatalf("dispense %d: %p, %v; want %p", i, clients[i], errs[i], clients[0])
+		}
+	}
+	if n := len(running(e.path)); n != 1 {
+		t.Errorf("%d plugin processes running, want 1", n)
+	}
+}
+
+func TestUnpinnedRefused(t *testing.T) {
+	e := newEnv(t, "ok", false)
+	h := e.host(t, Options{})
+	_, err := h.Trust(context.Background(), "faulty")
+	if !errors.Is(err, reason.ErrPluginUnpinned) {
+		t.Fatalf("Trust = %v, want ErrPluginUnpinned", err)
+	}
+	if !strings.Contains(err.Error(), "trust-faulty") || !strings.Contains(err.Error(), "not pinned") {
+		t.Errorf("message %q should name the plugin and say it is not pinned", err)
+	}
+	if pids := running(e.path); len(pids) != 0 {
+		t.Errorf("unpinned plugin was started: %v", pids)
+	}
+}
+
+func TestReplacedAfterPinRefused(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	// Different bytes, still a working plugin: only the pin can catch it.
+	b, err := os.ReadFile(faultyBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace(t, e.path, append(b, []byte("tampered")...))
+	h := e.host(t, Options{})
+	_, err = h.Trust(context.Background(), "faulty")
+	if !errors.Is(err, reason.ErrPluginUnpinned) {
+		t.Fatalf("Trust = %v, want ErrPluginUnpinned", err)
+	}
+	if !strings.Contains(err.Error(), "trust-faulty") || !strings.Contains(err.Error(), "changed") {
+		t.Errorf("message %q should name the plugin and say it changed", err)
+	}
+	if pids := running(e.path); len(pids) != 0 {
+		t.Errorf("tampered plugin was started: %v", pids)
+	}
+}
+
+func TestPinnedPathDiffersRefused(t *testing.T) {
+	e := newEnv(t, "ok", false)
+	// Pin a copy in the home plugins dir; the copy beside agentnode wins
+	// discovery and is not the pinned file, though its bytes are identical.
+	homeCopy := install(t, home.PluginsDir(e.home), "agentnode-trust-faulty", "ok")
+	if _, err := Pin(e.home, homeCopy); err != nil {
+		t.Fatal(err)
+	}
+	h := e.host(t, Options{})
+	_, err := h.Trust(context.Background(), "faulty")
+	if !errors.Is(err, reason.ErrPluginUnpinned) {
+		t.Fatalf("Trust = %v, want ErrPluginUnpinned", err)
+	}
+	if !strings.Contains(err.Error(), "pinned at "+homeCopy) {
+		t.Errorf("message %q should name the pinned path", err)
+	}
+}
+
+func TestHomePluginRuns(t *testing.T) {
+	e := &env{home: t.TempDir(), bin: t.TempDir()}
+	e.path = install(t, home.PluginsDir(e.home), "agentnode-trust-faulty", "ok")
+	if _, err := Pin(e.home, e.path); err != nil {
+		t.Fatal(err)
+	}
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evaluate(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNotInstalled(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	h := e.host(t, Options{})
+	_, err := h.Trust(context.Background(), "absent")
+	if !errors.Is(err, reason.ErrPluginUnavailable) || !strings.Contains(err.Error(), "trust-absent") {
+		t.Fatalf("Trust(absent) = %v, want ErrPluginUnavailable naming trust-absent", err)
+	}
+	if _, err := h.Trust(context.Background(), "../faulty"); !errors.Is(err, reason.ErrPluginUnavailable) {
+		t.Fatalf("Trust(../faulty) = %v, want ErrPluginUnavailable", err)
+	}
+}
+
+func TestCrashMidCall(t *testing.T) {
+	e := newEnv(t, "crash", true)
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = evaluate(ctx, c)
+	if err == nil {
+		t.Fatal("Evaluate on a crashing plugin succeeded")
+	}
+	err = CallError("trust-faulty", err)
+	if !errors.Is(err, reason.ErrPluginUnavailable) || reason.CodeOf(err) != reason.PluginUnavailable {
+		t.Fatalf("CallError = %v (code %q), want plugin_unavailable", err, reason.CodeOf(err))
+	}
+	if !strings.Contains(err.Error(), "trust-faulty") {
+		t.Errorf("message %q should name the plugin", err)
+	}
+	waitGone(t, pid, 2*time.Second)
+	// The dead plugin is not handed out again: the next dispense starts a
+	// new process.
+	deadline := time.Now().Add(2 * time.Second)
+	for h.PID(plugin.KindTrust, "faulty") != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := h.Trust(context.Background(), "faulty"); err != nil {
+		t.Fatal(err)
+	}
+	if p2 := h.PID(plugin.KindTrust, "faulty"); p2 == 0 || p2 == pid {
+		t.Errorf("after crash PID = %d, want a new process (old %d)", p2, pid)
+	}
+}
+
+func TestHangHonoursDeadline(t *testing.T) {
+	e := newEnv(t, "hang", true)
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = evaluate(ctx, c)
+	elapsed := time.Since(start)
+	err = CallError("trust-faulty", err)
+	if !errors.Is(err, reason.ErrPluginUnavailable) {
+		t.Fatalf("Evaluate on a hanging plugin = %v, want ErrPluginUnavailable", err)
+	}
+	if elapsed > time.Second {
+		t.Errorf("hanging call returned after %v, want ~500ms", elapsed)
+	}
+	if !strings.Contains(err.Error(), "did not answer in time") {
+		t.Errorf("message %q should say the plugin timed out", err)
+	}
+	start = time.Now()
+	h.Close()
+	waitGone(t, pid, 2*time.Second)
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("Close of a hanging plugin took %v", d)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	for _, tc := range []struct {
+		mode, want string
+		maxTime    time.Duration
+	}{
+		{"badhandshake", "did not start", 5 * time.Second},
+		{"slowstart", "did not start", 5 * time.Second},
+		{"wrongkind", `reports kind "guard"`, 5 * time.Second},
+		{"badversion", "speaks plugin API versions [99]", 5 * time.Second},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := newEnv(t, tc.mode, true)
+			h := e.host(t, Options{StartTimeout: time.Second})
+			start := time.Now()
+			_, err := h.Trust(context.Background(), "faulty")
+			if !errors.Is(err, reason.ErrPluginUnavailable) {
+				t.Fatalf("Trust = %v, want ErrPluginUnavailable", err)
+			}
+			if d := time.Since(start); d > tc.maxTime {
+				t.Errorf("failed start took %v", d)
+			}
+			if !strings.Contains(err.Error(), "trust-faulty") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("message %q should name the plugin and contain %q", err, tc.want)
+			}
+			// Nothing is left running, even before Close.
+			waitNoneRunning(t, e.path, 2*time.Second)
+		})
+	}
+}
+
+func TestCloseKillsProcessGroup(t *testing.T) {
+	e := newEnv(t, "spawn", true)
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	resp, err := evaluate(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(resp.Reason)
+	if err != nil || child <= 0 {
+		t.Fatalf("spawn returned %q", resp.Reason)
+	}
+	if pgid, err := syscall.Getpgid(child); err != nil || pgid != pid {
+		t.Fatalf("grandchild %d pgid = %d, %v; want the plugin's group %d", child, pgid, err, pid)
+	}
+	h.Close()
+	waitGone(t, pid, 2*time.Second)
+	waitGone(t, child, 2*time.Second)
+}
+
+func TestPluginGetsNoHostEnv(t *testing.T) {
+	t.Setenv("AGENTNODE_TEST_SECRET", "s3cret")
+	e := newEnv(t, "env", true)
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := evaluate(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range strings.Split(resp.Reason, "\x00") {
+		name, _, _ := strings.Cut(v, "=")
+		switch {
+		case name == plugin.Handshake.MagicCookieKey, strings.HasPrefix(name, "PLUGIN_"):
+			// go-plugin's own handshake variables
+		default:
+			t.Errorf("plugin saw host environment variable %s", name)
+		}
+	}
+	if !strings.Contains(resp.Reason, plugin.Handshake.MagicCookieKey) {
+		t.Errorf("plugin env %q lacks the handshake cookie; is the env mode working?", resp.Reason)
+	}
+}
+
+func TestPluginStderrReachesHostLog(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	var buf syncBuffer
+	logger := hclog.New(&hclog.LoggerOptions{Name: "agentnode", Level: hclog.Debug, Output: &buf})
+	h := e.host(t, Options{Logger: logger})
+	if _, err := h.Trust(context.Background(), "faulty"); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if s := buf.String(); !strings.Contains(s, "faulty plugin serving") || !strings.Contains(s, "mode=ok") {
+		t.Errorf("host log lacks the plugin's log line:\n%s", s)
+	}
+
+	// At the default level (warn) the same start logs nothing.
+	buf = syncBuffer{}
+	quiet := hclog.New(&hclog.LoggerOptions{Name: "agentnode", Level: hclog.Warn, Output: &buf})
+	h2 := e.host(t, Options{Logger: quiet})
+	if _, err := h2.Trust(context.Background(), "faulty"); err != nil {
+		t.Fatal(err)
+	}
+	h2.Close()
+	if s := buf.String(); s != "" {
+		t.Errorf("a clean start and stop logged at warn level:\n%s", s)
+	}
+}
+
+func TestClientConfig(t *testing.T) {
+	h := New(Options{HomeDir: t.TempDir(), BinDir: t.TempDir(), Logger: hclog.NewNullLogger(), StartTimeout: 3 * time.Second})
+	sum := sha256.Sum256([]byte("x"))
+	cfg := h.clientConfig(plugin.KindTrust, "/bin/true", sum[:], &trust.GRPCPlugin{})
+	if cfg.HandshakeConfig != plugin.Handshake {
+		t.Error("handshake is not plugin.Handshake")
+	}
+	if len(cfg.AllowedProtocols) != 1 || cfg.AllowedProtocols[0] != goplugin.ProtocolGRPC {
+		t.Errorf("AllowedProtocols = %v, want gRPC only", cfg.AllowedProtocols)
+	}
+	if !cfg.AutoMTLS || !cfg.SkipHostEnv || cfg.Managed {
+		t.Errorf("AutoMTLS=%v SkipHostEnv=%v Managed=%v", cfg.AutoMTLS, cfg.SkipHostEnv, cfg.Managed)
+	}
+	if cfg.SecureConfig == nil || !bytes.Equal(cfg.SecureConfig.Checksum, sum[:]) || cfg.SecureConfig.Hash == nil {
+		t.Fatalf("SecureConfig = %+v", cfg.SecureConfig)
+	}
+	if ok, err := cfg.SecureConfig.Check("/bin/true"); ok || err != nil {
+		t.Errorf("SecureConfig accepted a file with another hash: %v, %v", ok, err)
+	}
+	if a := cfg.Cmd.SysProcAttr; a == nil || !a.Setpgid || a.Pdeathsig != syscall.SIGKILL {
+		t.Errorf("SysProcAttr = %+v, want Setpgid and Pdeathsig SIGKILL", a)
+	}
+	if cfg.StartTimeout != 3*time.Second {
+		t.Errorf("StartTimeout = %v", cfg.StartTimeout)
+	}
+	if _, ok := cfg.VersionedPlugins[plugin.APIVersion][plugin.KindTrust]; !ok {
+		t.Errorf("VersionedPlugins = %v", cfg.VersionedPlugins)
+	}
+	if h.CallTimeout() != DefaultCallTimeout {
+		t.Errorf("CallTimeout = %v", h.CallTimeout())
+	}
+}
+
+// The binary is swapped after locate checked it but before go-plugin execs
+// it: SecureConfig catches it.
+func TestSecureConfigRechecksBeforeExec(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	h := e.host(t, Options{})
+	path, checksum, err := h.locate(plugin.KindTrust, "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(faultyBin)
+	replace(t, e.path, append(b, 'x'))
+	client := goplugin.NewClient(h.clientConfig(plugin.KindTrust, path, checksum, &trust.GRPCPlugin{}))
+	defer client.Kill()
+	if _, err := client.Start(); !errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
+		t.Fatalf("Start = %v, want ErrChecksumsDoNotMatch", err)
+	}
+	if pids := running(e.path); len(pids) != 0 {
+		t.Errorf("swapped binary ran: %v", pids)
+	}
+	want := hex.EncodeToString(checksum)
+	if got := pinsOf(t, e.home)["trust-faulty"]["sha256"]; got != want {
+		t.Errorf("checksum %s is not the pin %s", want, got)
+	}
+}
+
+// A goroutine that exits while locked to its OS thread takes the thread
+// with it, and Pdeathsig fires when the thread that forked the plugin dies.
+// Plugins are forked on launcher threads that never exit, so threads of
+// this process coming and going must not kill them. The churn below ends
+// every idle runtime thread, which includes the one that ran the fork if it
+// were an ordinary thread.
+func TestPluginSurvivesThreadChurn(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	h := e.host(t, Options{})
+	// Also dispense from a locked goroutine that exits while locked.
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		_, err := h.Trust(context.Background(), "faulty")
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		for i := 0; i < 4*runtime.GOMAXPROCS(0); i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread() // exits locked: the runtime ends this thread
+			}()
+		}
+		wg.Wait()
+	}
+	time.Sleep(300 * time.Millisecond)
+	if !alive(pid) {
+		t.Fatalf("plugin %d died when threads of the host exited", pid)
+	}
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.PID(plugin.KindTrust, "faulty") != pid {
+		t.Fatal("plugin was restarted")
+	}
+	if _, err := evaluate(context.Background(), c); err != nil {
+		t.Fatalf("Evaluate after the thread churn: %v", err)
+	}
+}
+
+// The host is killed with SIGKILL: no Close, no deferred cleanup. The plugin
+// must die with it (Pdeathsig; the sdk watchdog is the fallback).
+func TestNoOrphansAfterHostKill(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", childHomeEnv+"="+e.home, childBinEnv+"="+e.bin)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	line := readLine(t, stdout, 30*time.Second)
+	pidText, ok := strings.CutPrefix(line, "PID ")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || err != nil || pid <= 0 {
+		t.Fatalf("child host said %q; stderr:\n%s", line, stderr.String())
+	}
+	if !alive(pid) {
+		t.Fatalf("plugin %d not running before the host is killed", pid)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	status := waitGone(t, pid, 2*time.Second)
+	// We are the subreaper, so the orphaned plugin was re-parented to us and
+	// we reaped it: SIGKILL means Pdeathsig did it, exit 3 the sdk watchdog.
+	if status == nil {
+		t.Logf("plugin %d was reaped by someone else", pid)
+	} else if !status.Signaled() || status.Signal() != syscall.SIGKILL {
+		t.Errorf("plugin ended with %v (exit %d), want SIGKILL from Pdeathsig", *status, status.ExitStatus())
+	}
+	if pids := running(e.path); len(pids) != 0 {
+		t.Errorf("plugin processes left: %v", pids)
+	}
+}
+
+func TestEveryKindHasAnAdapter(t *testing.T) {
+	for _, k := range plugin.Kinds {
+		if adapters[k] == nil {
+			t.Errorf("no adapter for plugin kind %q", k)
+		}
+	}
+}
+
+// A trust plugin installed under a guard name serves no Guard service: the
+// Info check at start refuses it.
+func TestWrongKindBinaryRefused(t *testing.T) {
+	e := &env{home: t.TempDir(), bin: t.TempDir()}
+	e.path = install(t, e.bin, "agentnode-guard-impostor", "ok")
+	if _, err := Pin(e.home, e.path); err != nil {
+		t.Fatal(err)
+	}
+	h := e.host(t, Options{})
+	_, err := h.Guard(context.Background(), "impostor")
+	if !errors.Is(err, reason.ErrPluginUnavailable) || !strings.Contains(err.Error(), "guard-impostor") {
+		t.Fatalf("Guard(impostor) = %v, want ErrPluginUnavailable naming guard-impostor", err)
+	}
+	waitNoneRunning(t, e.path, 2*time.Second)
+}
+
+// A pinned binary that became writable by others could be swapped between
+// the checks and exec: refused.
+func TestWritableBinaryRefused(t *testing.T) {
+	e := newEnv(t, "ok", false)
+	b, err := os.ReadFile(faultyBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace(t, e.path, b) // own inode: the chmod must not touch the shared build
+	if _, err := Pin(e.home, e.path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.path, 0o757); err != nil {
+		t.Fatal(err)
+	}
+	h := e.host(t, Options{})
+	_, err = h.Trust(context.Background(), "faulty")
+	if !errors.Is(err, reason.ErrPluginUnpinned) || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Fatalf("Trust = %v, want ErrPluginUnpinned about the file mode", err)
+	}
+}

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// copyTree copies the tree at src to dst (which must not exist) without
+// following symlinks: directories, regular files (content and executable
+// bit) and symlinks (their target text). Anything else is an error.
+func copyTree(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", src)
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		m := info.Mode()
+		switch {
+		case m.IsDir():
+			return os.Mkdir(target, 0o700)
+		case m.IsRegular():
+			return copyFile(p, target, m)
+		case m&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		}
+		return fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)",
+			filepath.ToSlash(rel), describe(m))
+	})
+}
+
+func copyFile(src, dst string, m fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil {
+		return err
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s changed while it was copied", src)
+	}
+	perm := fs.FileMode(0o600)
+	if m.Perm()&0o111 != 0 {
+		perm = 0o700
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// makeReadOnly sets files to 0444, or 0555 if any executable bit is set,
+// and directories to 0555. Symlinks are left alone (chmod would follow
+// them).
+func makeReadOnly(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			return nil
+		case d.IsDir():
+			dirs = append(dirs, p)
+			return nil
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			mode := fs.FileMode(0o444)
+			if info.Mode().Perm()&0o111 != 0 {
+				mode = 0o555
+			}
+			return os.Chmod(p, mode)
+		}
+		return fmt.Errorf("%s: %s is not allowed in a package", p, describe(d.Type()))
+	})
+	if err != nil {
+		return err
+	}
+	// Deepest first, so no directory is read-only while its children change.
+	for _, d := range slices.Backward(dirs) {
+		if err := os.Chmod(d, 0o555); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeTree removes p and everything below it, first making its
+// directories writable again. A missing p is not an error.
+func removeTree(p string) error {
+	if _, err := os.Lstat(p); err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
+
+// syncDir flushes a directory's entries to disk.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,458 @@
+// Package store is the installed package store, home.PackagesDir(home)
+// (specs/store.md).
+//
+// Each package lives in <root>/<package_id>/: content/ is the package tree
+// exactly as installed, read-only (files 0444 or 0555, directories 0555),
+// and meta.json records the version, the content hash, the install time and
+// the attestations supplied at install. The content hash covers exactly
+// content/, so Verify can recompute it before every run.
+//
+// Install is all or nothing: the manifest is checked first, the tree is
+// copied into a staging directory inside root, checked and hashed there, and
+// renamed into place; a replaced install is renamed aside first and removed
+// afterwards. Any error leaves the store as it was. Mutations hold an
+// exclusive lock on <root>/.lock.
+//
+// Only directories are installed; .tar.gz archives are a later issue.
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// ErrNotInstalled is wrapped by the error of Get and Remove for a package
+// that is not in the store: `package "x" is not installed`.
+var ErrNotInstalled = errors.New("not installed")
+
+// Names inside root and inside a package directory.
+const (
+	metaFile      = "meta.json"
+	contentDir    = "content"
+	lockFile      = ".lock"
+	stagingPrefix = ".staging-"
+	oldPrefix     = ".old-"
+	removedPrefix = ".removed-"
+)
+
+// Store is the package store rooted at a directory. The zero value is not
+// usable; call Open.
+type Store struct {
+	root string
+	now  func() time.Time
+}
+
+// Package is an installed package.
+type Package struct {
+	ID           string
+	Version      string
+	Dir          string // the root of the installed tree (<root>/<id>/content)
+	Manifest     *manifest.Manifest
+	ArtifactHash string // "sha256:<hex>", ContentHash of Dir at install
+	InstalledAt  time.Time
+	Attestations [][]byte // as supplied at install, each a JSON document in compact form
+}
+
+// meta is meta.json.
+type meta struct {
+	PackageID    string            `json:"package_id"`
+	Version      string            `json:"version"`
+	ArtifactHash string            `json:"artifact_hash"`
+	InstalledAt  time.Time         `json:"installed_at"`
+	Attestations []json.RawMessage `json:"attestations"`
+}
+
+// Open returns the store rooted at root. Nothing is created until the
+// first Install.
+func Open(root string) *Store {
+	return &Store{root: root, now: time.Now}
+}
+
+// Root is the store's directory.
+func (s *Store) Root() string { return s.root }
+
+func (s *Store) pkgDir(id string) string { return filepath.Join(s.root, id) }
+
+func checkID(id string) error {
+	if !manifest.ValidPackageID(id) {
+		return fmt.Errorf("invalid package id %q (want 3 to 60 characters of a-z, 0-9 and -)", id)
+	}
+	return nil
+}
+
+func notInstalled(id string) error {
+	return fmt.Errorf("package %q is %w", id, ErrNotInstalled)
+}
+
+// Install installs the package directory srcDir with the given
+// attestations (each must be a JSON document; their signatures are checked
+// at run time, not here) and returns the installed package. An install of
+// the same package id is replaced. On any error nothing changes.
+func (s *Store) Install(srcDir string, attestations [][]byte) (*Package, error) {
+	m, err := manifest.Load(srcDir)
+	if err != nil {
+		return nil, err
+	}
+	atts := make([]json.RawMessage, len(attestations))
+	for i, a := range attestations {
+		c, err := compactJSON(a)
+		if err != nil {
+			return nil, fmt.Errorf("attestation %d is not valid JSON: %w", i+1, err)
+		}
+		atts[i] = c
+	}
+	if err := s.checkNotNested(srcDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.root, 0o700); err != nil {
+		return nil, fmt.Errorf("create package store: %w", err)
+	}
+	unlock, err := lock(filepath.Join(s.root, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("lock package store: %w", err)
+	}
+	defer unlock()
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+
+	staging, err := os.MkdirTemp(s.root, stagingPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("create staging directory: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = removeTree(staging)
+		}
+	}()
+	content := filepath.Join(staging, contentDir)
+	if err := copyTree(srcDir, content); err != nil {
+		return nil, fmt.Errorf("copy %s: %w", srcDir, err)
+	}
+	// The copy is what gets installed: check it again, in case srcDir
+	// changed while it was copied.
+	mc, err := manifest.Load(content)
+	if err != nil {
+		return nil, err
+	}
+	if mc.PackageID != m.PackageID || mc.Version != m.Version {
+		return nil, fmt.Errorf("%s changed while it was installed", srcDir)
+	}
+	if err := makeReadOnly(content); err != nil {
+		return nil, err
+	}
+	sum, err := ContentHash(content)
+	if err != nil {
+		return nil, err
+	}
+	md := meta{
+		PackageID:    mc.PackageID,
+		Version:      mc.Version,
+		ArtifactHash: sum,
+		InstalledAt:  s.now().UTC(),
+		Attestations: atts,
+	}
+	if err := writeMeta(filepath.Join(staging, metaFile), &md); err != nil {
+		return nil, err
+	}
+	if err := syncDir(staging); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(staging, 0o555); err != nil {
+		return nil, err
+	}
+	if err := s.swapIn(staging, mc.PackageID); err != nil {
+		return nil, err
+	}
+	committed = true
+	return s.Get(mc.PackageID)
+}
+
+// swapIn renames staging to <root>/<id>, first renaming an existing install
+// aside (and removing it once the new one is in place).
+func (s *Store) swapIn(staging, id string) error {
+	dst := s.pkgDir(id)
+	var old string
+	if _, err := os.Lstat(dst); err == nil {
+		old = filepath.Join(s.root, oldPrefix+id+"."+randomSuffix())
+		if err := os.Rename(dst, old); err != nil {
+			return fmt.Errorf("move the installed %s aside: %w", id, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Rename(staging, dst); err != nil {
+		if old != "" {
+			if rerr := os.Rename(old, dst); rerr != nil {
+				return fmt.Errorf("install %s: %w (and restoring the previous install failed: %v)", id, err, rerr)
+			}
+		}
+		return fmt.Errorf("install %s: %w", id, err)
+	}
+	if err := syncDir(s.root); err != nil {
+		return err
+	}
+	if old != "" {
+		if err := removeTree(old); err != nil {
+			return fmt.Errorf("remove the previous install of %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// recover cleans up after an install or remove that was interrupted:
+// staging directories and removed packages are deleted; an install renamed aside is put back if
+// nothing replaced it, removed otherwise. Called with the lock held.
+func (s *Store) recover() error {
+	ents, err := os.ReadDir(s.root)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		p := filepath.Join(s.root, name)
+		switch {
+		case strings.HasPrefix(name, stagingPrefix), strings.HasPrefix(name, removedPrefix):
+			if err := removeTree(p); err != nil {
+				return fmt.Errorf("remove stale %s: %w", name, err)
+			}
+		case strings.HasPrefix(name, oldPrefix):
+			id, _, _ := strings.Cut(strings.TrimPrefix(name, oldPrefix), ".")
+			if checkID(id) == nil {
+				if _, err := os.Lstat(s.pkgDir(id)); errors.Is(err, fs.ErrNotExist) {
+					if err := os.Rename(p, s.pkgDir(id)); err != nil {
+						return fmt.Errorf("restore %s: %w", id, err)
+					}
+					continue
+				}
+			}
+			if err := removeTree(p); err != nil {
+				return fmt.Errorf("remove stale %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkNotNested refuses to install the store into itself or a tree that
+// contains the store.
+func (s *Store) checkNotNested(srcDir string) error {
+	src, err := filepath.Abs(srcDir)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(src); err == nil {
+		src = r
+	}
+	root, err := filepath.Abs(s.root)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	if within(root, src) || within(src, root) {
+		return fmt.Errorf("cannot install %s: it overlaps the package store %s", srcDir, s.root)
+	}
+	return nil
+}
+
+func within(parent, p string) bool {
+	rel, err := filepath.Rel(parent, p)
+	return err == nil && filepath.IsLocal(rel)
+}
+
+// Get returns the installed package id. It reads meta.json and loads the
+// installed manifest; it does not recompute the content hash (Verify does).
+func (s *Store) Get(id string) (*Package, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	dir := s.pkgDir(id)
+	data, err := readMeta(filepath.Join(dir, metaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return nil, notInstalled(id)
+		}
+	}
+	if err != nil {
+		return nil, reason.New(reason.ArtifactMismatch, "package %q: unreadable metadata: %w", id, err)
+	}
+	var md meta
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&md); err != nil {
+		return nil, reason.New(reason.ArtifactMismatch, "package %q: corrupt %s: %w", id, metaFile, err)
+	}
+	if md.PackageID != id {
+		return nil, reason.New(reason.ArtifactMismatch, "package %q: %s names package %q", id, metaFile, md.PackageID)
+	}
+	content := filepath.Join(dir, contentDir)
+	m, err := manifest.Load(content)
+	if err != nil {
+		return nil, reason.New(reason.ArtifactMismatch, "package %q: installed manifest: %w", id, err)
+	}
+	if m.PackageID != id || m.Version != md.Version {
+		return nil, reason.New(reason.ArtifactMismatch, "package %q: installed manifest says %s@%s, metadata %s@%s",
+			id, m.PackageID, m.Version, id, md.Version)
+	}
+	p := &Package{
+		ID:           id,
+		Version:      md.Version,
+		Dir:          content,
+		Manifest:     m,
+		ArtifactHash: md.ArtifactHash,
+		InstalledAt:  md.InstalledAt,
+	}
+	for i, a := range md.Attestations {
+		c, err := compactJSON(a)
+		if err != nil {
+			return nil, reason.New(reason.ArtifactMismatch, "package %q: attestation %d in %s: %w", id, i+1, metaFile, err)
+		}
+		p.Attestations = append(p.Attestations, c)
+	}
+	return p, nil
+}
+
+// Verify recomputes the content hash of p.Dir. A different hash, or a tree
+// that cannot be hashed, is a reason.ArtifactMismatch error.
+func (s *Store) Verify(p *Package) error {
+	got, err := ContentHash(p.Dir)
+	if err != nil {
+		return reason.New(reason.ArtifactMismatch, "package %s@%s: cannot hash the installed tree: %w", p.ID, p.Version, err)
+	}
+	if got != p.ArtifactHash {
+		return reason.New(reason.ArtifactMismatch, "package %s@%s: installed content hash %s does not match the recorded %s",
+			p.ID, p.Version, got, p.ArtifactHash)
+	}
+	return nil
+}
+
+// Remove uninstalls id.
+func (s *Store) Remove(id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(s.root); errors.Is(err, fs.ErrNotExist) {
+		return notInstalled(id)
+	}
+	unlock, err := lock(filepath.Join(s.root, lockFile))
+	if err != nil {
+		return fmt.Errorf("lock package store: %w", err)
+	}
+	defer unlock()
+	if err := s.recover(); err != nil {
+		return err
+	}
+	dst := s.pkgDir(id)
+	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		return notInstalled(id)
+	}
+	old := filepath.Join(s.root, removedPrefix+id+"."+randomSuffix())
+	if err := os.Rename(dst, old); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	if err := syncDir(s.root); err != nil {
+		return err
+	}
+	return removeTree(old)
+}
+
+// List returns the installed packages sorted by id. Packages that cannot be
+// read are left out and reported in the error, so a caller can show the
+// rest: a non-nil error may come with a non-empty list.
+func (s *Store) List() ([]*Package, error) {
+	ents, err := os.ReadDir(s.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Package
+	var errs []error
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || checkID(e.Name()) != nil {
+			continue
+		}
+		p, err := s.Get(e.Name())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Package) int { return strings.Compare(a.ID, b.ID) })
+	return out, errors.Join(errs...)
+}
+
+func readMeta(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	const max = 16 << 20
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
+	}
+	return data, nil
+}
+
+func writeMeta(name string, md *meta) error {
+	if md.Attestations == nil {
+		md.Attestations = []json.RawMessage{}
+	}
+	data, err := json.MarshalIndent(md, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// compactJSON returns data as compact JSON (attestations are stored and
+// returned in this form).
+func compactJSON(data []byte) ([]byte, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, data); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,631 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+func manifestYAML(id, version string) string {
+	return fmt.Sprintf(`manifest_version: "0.2"
+package_id: %s
+package_type: toolpack
+name: Test Pack
+publisher: tester
+version: %s
+summary: A package for tests.
+runtime: exec
+capabilities:
+  tools:
+    - name: echo
+      description: Echo.
+      entrypoint: bin/echo
+      input_schema: {type: object}
+permissions:
+  network: {level: none}
+  filesystem: {level: none}
+  code_execution: {level: none}
+`, id, version)
+}
+
+// makePkg writes a package source directory and returns it.
+func makePkg(t *testing.T, id, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, manifest.FileName), manifestYAML(id, version), 0o644)
+	mustMkdir(t, filepath.Join(dir, "bin"))
+	mustWrite(t, filepath.Join(dir, "bin", "echo"), "#!/bin/sh\ncat\n", 0o755)
+	mustMkdir(t, filepath.Join(dir, "data", "empty"))
+	mustWrite(t, filepath.Join(dir, "data", "words.txt"), "hello "+version+"\n", 0o640)
+	if err := os.Symlink("../bin/echo", filepath.Join(dir, "data", "echo-link")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func mustWrite(t *testing.T, name, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(name, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustMkdir(t *testing.T, name string) {
+	t.Helper()
+	if err := os.MkdirAll(name, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	s := Open(filepath.Join(t.TempDir(), "packages"))
+	t.Cleanup(func() { _ = removeTree(s.Root()) })
+	return s
+}
+
+// writable makes the directories above name writable, as a tamperer who is
+// not root would.
+func writable(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rootNames lists the store root, without the lock file.
+func rootNames(t *testing.T, s *Store) []string {
+	t.Helper()
+	ents, err := os.ReadDir(s.Root())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Name() != lockFile {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+func TestInstallGetVerify(t *testing.T) {
+	s := newStore(t)
+	s.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	src := makePkg(t, "echo-pack", "1.0.0")
+	att := []byte(`{"package_id": "echo-pack", "trust_level": "verified"}`)
+	p, err := s.Install(src, [][]byte{att})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ContentHash(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ID != "echo-pack" || p.Version != "1.0.0" || p.ArtifactHash != want || !strings.HasPrefix(want, "sha256:") {
+		t.Fatalf("installed %+v, want hash %s", p, want)
+	}
+	if p.Dir != filepath.Join(s.Root(), "echo-pack", "content") {
+		t.Fatalf("Dir = %s", p.Dir)
+	}
+	if !p.InstalledAt.Equal(s.now()) {
+		t.Fatalf("InstalledAt = %v", p.InstalledAt)
+	}
+	if len(p.Attestations) != 1 || string(p.Attestations[0]) != `{"package_id":"echo-pack","trust_level":"verified"}` {
+		t.Fatalf("attestations %q", p.Attestations)
+	}
+	if _, ok := p.Manifest.Tool("echo"); !ok {
+		t.Fatal("manifest not loaded")
+	}
+	g, err := s.Get("echo-pack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.ArtifactHash != p.ArtifactHash || g.Version != "1.0.0" {
+		t.Fatalf("Get = %+v", g)
+	}
+	if err := s.Verify(g); err != nil {
+		t.Fatalf("Verify of an untouched install: %v", err)
+	}
+	if names := rootNames(t, s); len(names) != 1 || names[0] != "echo-pack" {
+		t.Fatalf("store root holds %v", names)
+	}
+	// Read-only tree.
+	modes := map[string]fs.FileMode{
+		".":               0o555,
+		"bin":             0o555,
+		"bin/echo":        0o555,
+		"data/words.txt":  0o444,
+		"data/empty":      0o555,
+		"agentnode.yaml":  0o444,
+		"../meta.json":    0o444,
+		"../../echo-pack": 0o555,
+	}
+	for name, want := range modes {
+		fi, err := os.Lstat(filepath.Join(p.Dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s mode %v, want %v", name, fi.Mode().Perm(), want)
+		}
+	}
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	cases := []struct {
+		name   string
+		tamper func(t *testing.T, dir string)
+	}{
+		{"one byte changed", func(t *testing.T, dir string) {
+			f := filepath.Join(dir, "data", "words.txt")
+			writable(t, f)
+			b, _ := os.ReadFile(f)
+			b[0] ^= 1
+			mustWrite(t, f, string(b), 0o444)
+		}},
+		{"file added", func(t *testing.T, dir string) {
+			writable(t, filepath.Join(dir, "data"))
+			mustWrite(t, filepath.Join(dir, "data", "extra"), "", 0o444)
+		}},
+		{"empty directory added", func(t *testing.T, dir string) {
+			writable(t, dir)
+			mustMkdir(t, filepath.Join(dir, "more"))
+		}},
+		{"file removed", func(t *testing.T, dir string) {
+			writable(t, filepath.Join(dir, "data"))
+			if err := os.Remove(filepath.Join(dir, "data", "words.txt")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"file renamed", func(t *testing.T, dir string) {
+			writable(t, filepath.Join(dir, "data"))
+			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "data", "word.txt")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"chmod +x", func(t *testing.T, dir string) {
+			if err := os.Chmod(filepath.Join(dir, "data", "words.txt"), 0o555); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"chmod -x", func(t *testing.T, dir string) {
+			if err := os.Chmod(filepath.Join(dir, "bin", "echo"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink retargeted", func(t *testing.T, dir string) {
+			writable(t, filepath.Join(dir, "data"))
+			l := filepath.Join(dir, "data", "echo-link")
+			if err := os.Remove(l); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("words.txt", l); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink out of the tree", func(t *testing.T, dir string) {
+			writable(t, filepath.Join(dir, "data"))
+			if err := os.Symlink("/etc/passwd", filepath.Join(dir, "data", "passwd")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"fifo added", func(t *testing.T, dir string) {
+			writable(t, dir)
+			if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			p, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.tamper(t, p.Dir)
+			err = s.Verify(p)
+			if !errors.Is(err, reason.ErrArtifactMismatch) || reason.CodeOf(err) != reason.ArtifactMismatch {
+				t.Fatalf("Verify after tampering = %v, want artifact_mismatch", err)
+			}
+		})
+	}
+}
+
+func TestFailedInstallLeavesNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		src   func(t *testing.T) string
+		atts  [][]byte
+		wantE string
+	}{
+		{"bad manifest", func(t *testing.T) string {
+			dir := makePkg(t, "echo-pack", "1.0.0")
+			mustWrite(t, filepath.Join(dir, manifest.FileName), manifestYAML("echo-pack", "1.0"), 0o644)
+			return dir
+		}, nil, "version"},
+		{"no manifest", func(t *testing.T) string { return t.TempDir() }, nil, "agentnode.yaml: not found"},
+		{"bad attestation", func(t *testing.T) string { return makePkg(t, "echo-pack", "1.0.0") },
+			[][]byte{[]byte(`{"a":`)}, "attestation 1 is not valid JSON"},
+		{"fifo in the tree", func(t *testing.T) string {
+			dir := makePkg(t, "echo-pack", "1.0.0")
+			if err := syscall.Mkfifo(filepath.Join(dir, "data", "fifo"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, nil, "data/fifo: a named pipe is not allowed"},
+		{"symlink outside", func(t *testing.T) string {
+			dir := makePkg(t, "echo-pack", "1.0.0")
+			if err := os.Symlink("../../../etc/passwd", filepath.Join(dir, "data", "passwd")); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, nil, "points outside the package"},
+		{"absolute symlink", func(t *testing.T) string {
+			dir := makePkg(t, "echo-pack", "1.0.0")
+			if err := os.Symlink("/etc/passwd", filepath.Join(dir, "passwd")); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, nil, "absolute symlinks are not allowed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			_, err := s.Install(c.src(t), c.atts)
+			if err == nil || !strings.Contains(err.Error(), c.wantE) {
+				t.Fatalf("Install error = %v, want one containing %q", err, c.wantE)
+			}
+			if names := rootNames(t, s); len(names) != 0 {
+				t.Fatalf("failed install left %v", names)
+			}
+			if _, err := s.Get("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+				t.Fatalf("Get after failed install = %v", err)
+			}
+		})
+	}
+}
+
+func TestReinstallReplaces(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), [][]byte{[]byte(`{"v":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	src2 := makePkg(t, "echo-pack", "2.0.0")
+	p2, err := s.Install(src2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Get("echo-pack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Version != "2.0.0" || g.ArtifactHash != p2.ArtifactHash || len(g.Attestations) != 0 {
+		t.Fatalf("after reinstall: %+v", g)
+	}
+	b, err := os.ReadFile(filepath.Join(g.Dir, "data", "words.txt"))
+	if err != nil || string(b) != "hello 2.0.0\n" {
+		t.Fatalf("content not replaced: %q %v", b, err)
+	}
+	if err := s.Verify(g); err != nil {
+		t.Fatal(err)
+	}
+	if names := rootNames(t, s); len(names) != 1 {
+		t.Fatalf("store root holds %v", names)
+	}
+
+	// A failed reinstall keeps the previous install.
+	bad := makePkg(t, "echo-pack", "3.0.0")
+	if err := syscall.Mkfifo(filepath.Join(bad, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Install(bad, nil); err == nil {
+		t.Fatal("install with a fifo succeeded")
+	}
+	g, err = s.Get("echo-pack")
+	if err != nil || g.Version != "2.0.0" || s.Verify(g) != nil {
+		t.Fatalf("previous install damaged: %+v %v", g, err)
+	}
+	if names := rootNames(t, s); len(names) != 1 {
+		t.Fatalf("store root holds %v", names)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	s := newStore(t)
+	if err := s.Remove("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("Remove from an empty store = %v", err)
+	}
+	if _, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("echo-pack"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Get("echo-pack")
+	if !errors.Is(err, ErrNotInstalled) || err.Error() != `package "echo-pack" is not installed` {
+		t.Fatalf("Get after Remove = %v", err)
+	}
+	if err := s.Remove("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("second Remove = %v", err)
+	}
+	if names := rootNames(t, s); len(names) != 0 {
+		t.Fatalf("Remove left %v", names)
+	}
+}
+
+func TestInvalidIDs(t *testing.T) {
+	s := newStore(t)
+	for _, id := range []string{"", "..", "../x", "a/b", "AB", ".lock", ".staging-x"} {
+		if _, err := s.Get(id); err == nil || errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "invalid package id") {
+			t.Errorf("Get(%q) = %v", id, err)
+		}
+		if err := s.Remove(id); err == nil || !strings.Contains(err.Error(), "invalid package id") {
+			t.Errorf("Remove(%q) = %v", id, err)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	s := newStore(t)
+	if ps, err := s.List(); err != nil || len(ps) != 0 {
+		t.Fatalf("List of a missing store = %v, %v", ps, err)
+	}
+	for _, id := range []string{"zeta-pack", "alpha-pack", "mid-pack"} {
+		if _, err := s.Install(makePkg(t, id, "1.0.0"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range ps {
+		ids = append(ids, p.ID)
+	}
+	if strings.Join(ids, ",") != "alpha-pack,mid-pack,zeta-pack" {
+		t.Fatalf("List = %v", ids)
+	}
+	// A corrupt package is reported, the others still listed.
+	meta := filepath.Join(s.Root(), "mid-pack", metaFile)
+	writable(t, filepath.Join(s.Root(), "mid-pack"), meta)
+	mustWrite(t, meta, "{", 0o444)
+	ps, err = s.List()
+	if len(ps) != 2 || err == nil || !strings.Contains(err.Error(), "mid-pack") || !errors.Is(err, reason.ErrArtifactMismatch) {
+		t.Fatalf("List with a corrupt package = %d packages, %v", len(ps), err)
+	}
+}
+
+func TestRecoverInterrupted(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Crash between "rename old aside" and "rename new in", with a staging
+	// directory left behind.
+	if err := os.Rename(filepath.Join(s.Root(), "echo-pack"), filepath.Join(s.Root(), oldPrefix+"echo-pack.1234")); err != nil {
+		t.Fatal(err)
+	}
+	mustMkdir(t, filepath.Join(s.Root(), stagingPrefix+"999", "content"))
+	if _, err := s.Install(makePkg(t, "other-pack", "1.0.0"), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Get("echo-pack")
+	if err != nil || s.Verify(p) != nil {
+		t.Fatalf("interrupted install not restored: %v", err)
+	}
+	if names := rootNames(t, s); strings.Join(names, ",") != "echo-pack,other-pack" {
+		t.Fatalf("store root holds %v", names)
+	}
+}
+
+func TestInstallRefusesOverlap(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "pkg")
+	if err := os.CopyFS(src, os.DirFS(makePkg(t, "echo-pack", "1.0.0"))); err != nil {
+		t.Fatal(err)
+	}
+	s := Open(filepath.Join(src, "home", "packages"))
+	if _, err := s.Install(src, nil); err == nil || !strings.Contains(err.Error(), "overlaps the package store") {
+		t.Fatalf("install of a tree containing the store = %v", err)
+	}
+}
+
+// copyDir copies a tree with fresh mtimes and without the non-exec
+// permission bits, the way another checkout would look.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := copyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func mustHash(t *testing.T, dir string) string {
+	t.Helper()
+	h, err := ContentHash(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestContentHashStableAcrossCopies(t *testing.T) {
+	src := makePkg(t, "echo-pack", "1.0.0")
+	h1 := mustHash(t, src)
+	cp := copyDir(t, src)
+	time.Sleep(10 * time.Millisecond)
+	if err := os.Chtimes(filepath.Join(cp, "data", "words.txt"), time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(cp, "data", "words.txt"), 0o600); err != nil { // no exec bit either way
+		t.Fatal(err)
+	}
+	if h2 := mustHash(t, cp); h1 != h2 || h1 != mustHash(t, src) {
+		t.Fatalf("hash differs across copies: %s vs %s", h1, h2)
+	}
+}
+
+func TestContentHashChanges(t *testing.T) {
+	cases := map[string]func(t *testing.T, dir string){
+		"content": func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "data", "words.txt"), "hello 1.0.1\n", 0o640)
+		},
+		"file name": func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "data", "words.md")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"exec bit (group only)": func(t *testing.T, dir string) {
+			if err := os.Chmod(filepath.Join(dir, "data", "words.txt"), 0o650); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"empty dir": func(t *testing.T, dir string) { mustMkdir(t, filepath.Join(dir, "new")) },
+		"file moved to another dir": func(t *testing.T, dir string) {
+			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "bin", "words.txt")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"symlink target": func(t *testing.T, dir string) {
+			l := filepath.Join(dir, "data", "echo-link")
+			_ = os.Remove(l)
+			if err := os.Symlink("./../bin/echo", l); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"symlink replaced by its file": func(t *testing.T, dir string) {
+			l := filepath.Join(dir, "data", "echo-link")
+			_ = os.Remove(l)
+			mustWrite(t, l, "#!/bin/sh\ncat\n", 0o755)
+		},
+	}
+	base := mustHash(t, makePkg(t, "echo-pack", "1.0.0"))
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := makePkg(t, "echo-pack", "1.0.0")
+			if h := mustHash(t, dir); h != base {
+				t.Fatalf("fresh tree hash %s != %s", h, base)
+			}
+			change(t, dir)
+			if h := mustHash(t, dir); h == base {
+				t.Fatal("hash did not change")
+			}
+		})
+	}
+}
+
+// TestContentHashFormat pins the definition in specs/store.md by building
+// the hashed byte stream by hand.
+func TestContentHashFormat(t *testing.T) {
+	dir := t.TempDir()
+	mustMkdir(t, filepath.Join(dir, "a"))
+	mustWrite(t, filepath.Join(dir, "a", "run"), "x", 0o755)
+	mustWrite(t, filepath.Join(dir, "a-b"), "", 0o644)
+	if err := os.Symlink("a/run", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	sha := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	// Byte order of the full path: "a" < "a-b" < "a/run" < "l".
+	stream := "agentnode-content-v1\x00" +
+		"d\x00a\x00\x00" +
+		"f\x00a-b\x00-" + sha("") + "\x00" +
+		"f\x00a/run\x00x" + sha("x") + "\x00" +
+		"l\x00l\x00a/run\x00"
+	if got, want := mustHash(t, dir), "sha256:"+sha(stream); got != want {
+		t.Fatalf("ContentHash = %s, want %s", got, want)
+	}
+	empty := t.TempDir()
+	if got, want := mustHash(t, empty), "sha256:"+sha("agentnode-content-v1\x00"); got != want {
+		t.Fatalf("empty tree hash = %s, want %s", got, want)
+	}
+}
+
+func TestContentHashRefuses(t *testing.T) {
+	cases := map[string]struct {
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		"fifo": {func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, "p"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "named pipe"},
+		"absolute symlink": {func(t *testing.T, dir string) {
+			if err := os.Symlink("/etc", filepath.Join(dir, "l")); err != nil {
+				t.Fatal(err)
+			}
+		}, "absolute"},
+		"relative escape": {func(t *testing.T, dir string) {
+			if err := os.Symlink("../outside", filepath.Join(dir, "l")); err != nil {
+				t.Fatal(err)
+			}
+		}, "outside"},
+		"escape through another symlink": {func(t *testing.T, dir string) {
+			mustMkdir(t, filepath.Join(dir, "sub", "deep"))
+			// x -> .. stays inside; x/../.. resolves to the parent of the tree.
+			if err := os.Symlink("..", filepath.Join(dir, "sub", "deep", "x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("x/../..", filepath.Join(dir, "sub", "deep", "l")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../../../../etc", filepath.Join(dir, "sub", "deep", "m")); err != nil {
+				t.Fatal(err)
+			}
+		}, "outside"},
+		"dangling": {func(t *testing.T, dir string) {
+			if err := os.Symlink("nothing", filepath.Join(dir, "l")); err != nil {
+				t.Fatal(err)
+			}
+		}, "points to nothing"},
+		"not a directory": {func(t *testing.T, dir string) {}, "not a directory"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.setup(t, dir)
+			if name == "not a directory" {
+				dir = filepath.Join(dir, "f")
+				mustWrite(t, dir, "", 0o644)
+			}
+			if _, err := ContentHash(dir); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("ContentHash = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	// Symlinks that stay inside are fine, also through ".." and other links.
+	dir := t.TempDir()
+	mustMkdir(t, filepath.Join(dir, "sub", "deep"))
+	mustWrite(t, filepath.Join(dir, "top"), "", 0o644)
+	for link, target := range map[string]string{"sub/deep/up": "../../top", "sub/deep/dir": "..", "sub/deep/via": "dir/../top"} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ContentHash(dir); err != nil {
+		t.Fatalf("inside symlinks refused: %v", err)
+	}
+}

@@ -1,0 +1,243 @@
+// Package guard is the plugin contract for Guard input inspectors: given one
+// tool call (package, tool, declared action types and permissions, the input
+// JSON and its schema, the environment and the trust level), say allow,
+// prompt, deny or abstain. The kernel runs the configured inspectors in order;
+// deny beats prompt beats allow and abstain has no say. Any error, including a
+// malformed or unknown verdict, is a deny (fail closed).
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/agentnode/agentnode/sdk/plugin"
+	pb "github.com/agentnode/agentnode/sdk/proto/agentnodev1"
+)
+
+// Verdict is an inspector's answer.
+type Verdict string
+
+// Verdicts. Abstain means the inspector has no opinion on this call.
+const (
+	VerdictAllow   Verdict = "allow"
+	VerdictPrompt  Verdict = "prompt"
+	VerdictDeny    Verdict = "deny"
+	VerdictAbstain Verdict = "abstain"
+)
+
+// Verdicts lists every valid verdict.
+var Verdicts = []Verdict{VerdictAllow, VerdictPrompt, VerdictDeny, VerdictAbstain}
+
+// Valid reports whether v is one of the Verdict constants.
+func (v Verdict) Valid() bool {
+	_, err := v.toProto()
+	return err == nil
+}
+
+// ErrInvalidVerdict is wrapped by every error about a verdict that is not one
+// of the Verdict constants (including VERDICT_UNSPECIFIED on the wire).
+var ErrInvalidVerdict = errors.New("invalid guard verdict")
+
+func (v Verdict) toProto() (pb.Verdict, error) {
+	switch v {
+	case VerdictAllow:
+		return pb.Verdict_VERDICT_ALLOW, nil
+	case VerdictPrompt:
+		return pb.Verdict_VERDICT_PROMPT, nil
+	case VerdictDeny:
+		return pb.Verdict_VERDICT_DENY, nil
+	case VerdictAbstain:
+		return pb.Verdict_VERDICT_ABSTAIN, nil
+	}
+	return pb.Verdict_VERDICT_UNSPECIFIED, fmt.Errorf("%w %q", ErrInvalidVerdict, string(v))
+}
+
+func verdictFromProto(v pb.Verdict) (Verdict, error) {
+	switch v {
+	case pb.Verdict_VERDICT_ALLOW:
+		return VerdictAllow, nil
+	case pb.Verdict_VERDICT_PROMPT:
+		return VerdictPrompt, nil
+	case pb.Verdict_VERDICT_DENY:
+		return VerdictDeny, nil
+	case pb.Verdict_VERDICT_ABSTAIN:
+		return VerdictAbstain, nil
+	}
+	return "", fmt.Errorf("%w %s (%d)", ErrInvalidVerdict, v.String(), int32(v))
+}
+
+// Permissions are the permissions the package's manifest declares.
+type Permissions struct {
+	NetworkLevel       string // none | restricted | unrestricted
+	AllowedDomains     []string
+	FilesystemLevel    string
+	CodeExecutionLevel string
+}
+
+// Env describes the environment of the call. It carries booleans only, never
+// names or values of secrets.
+type Env struct {
+	CI             bool
+	Interactive    bool
+	SecretsPresent bool
+	Root           bool
+}
+
+// InspectRequest is one tool call to inspect.
+type InspectRequest struct {
+	PackageID       string
+	Version         string
+	Tool            string
+	ActionTypes     []string
+	Permissions     Permissions
+	InputJSON       []byte // the tool input, a JSON document
+	InputSchemaJSON []byte // the tool's input_schema, a JSON document
+	Env             Env
+	TrustLevel      string
+}
+
+// InspectResponse is an inspector's verdict and why.
+type InspectResponse struct {
+	Verdict Verdict
+	Reasons []string
+}
+
+// Inspector is implemented by Guard inspector plugins.
+type Inspector interface {
+	Inspect(ctx context.Context, req *InspectRequest) (*InspectResponse, error)
+}
+
+// GRPCPlugin adapts an Inspector to go-plugin. Impl and Info are used on the
+// plugin side; the host uses a zero GRPCPlugin.
+type GRPCPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Impl Inspector
+	Info plugin.Info
+}
+
+// GRPCServer registers the Guard service.
+func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterGuardServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindGuard, p.Info)})
+	return nil
+}
+
+// GRPCClient returns a *Client.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return NewClient(c), nil
+}
+
+// Serve runs impl as a Guard inspector plugin process. See plugin.Serve.
+func Serve(info plugin.Info, impl Inspector) {
+	plugin.Serve(&plugin.ServeConfig{Kind: plugin.KindGuard, Plugin: &GRPCPlugin{Impl: impl, Info: info}})
+}
+
+func requestToProto(req *InspectRequest) *pb.InspectRequest {
+	return &pb.InspectRequest{
+		PackageId:   req.PackageID,
+		Version:     req.Version,
+		Tool:        req.Tool,
+		ActionTypes: req.ActionTypes,
+		Permissions: &pb.Permissions{
+			NetworkLevel:       req.Permissions.NetworkLevel,
+			AllowedDomains:     req.Permissions.AllowedDomains,
+			FilesystemLevel:    req.Permissions.FilesystemLevel,
+			CodeExecutionLevel: req.Permissions.CodeExecutionLevel,
+		},
+		InputJson:       req.InputJSON,
+		InputSchemaJson: req.InputSchemaJSON,
+		Env: &pb.EnvContext{
+			Ci:             req.Env.CI,
+			Interactive:    req.Env.Interactive,
+			SecretsPresent: req.Env.SecretsPresent,
+			Root:           req.Env.Root,
+		},
+		TrustLevel: req.TrustLevel,
+	}
+}
+
+func requestFromProto(r *pb.InspectRequest) *InspectRequest {
+	p, e := r.GetPermissions(), r.GetEnv()
+	return &InspectRequest{
+		PackageID:   r.GetPackageId(),
+		Version:     r.GetVersion(),
+		Tool:        r.GetTool(),
+		ActionTypes: r.GetActionTypes(),
+		Permissions: Permissions{
+			NetworkLevel:       p.GetNetworkLevel(),
+			AllowedDomains:     p.GetAllowedDomains(),
+			FilesystemLevel:    p.GetFilesystemLevel(),
+			CodeExecutionLevel: p.GetCodeExecutionLevel(),
+		},
+		InputJSON:       r.GetInputJson(),
+		InputSchemaJSON: r.GetInputSchemaJson(),
+		Env: Env{
+			CI:             e.GetCi(),
+			Interactive:    e.GetInteractive(),
+			SecretsPresent: e.GetSecretsPresent(),
+			Root:           e.GetRoot(),
+		},
+		TrustLevel: r.GetTrustLevel(),
+	}
+}
+
+type server struct {
+	pb.UnimplementedGuardServer
+	impl Inspector
+	info *pb.Info
+}
+
+func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+
+func (s *server) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.InspectResponse, error) {
+	resp, err := s.impl.Inspect(ctx, requestFromProto(r))
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("guard plugin returned no response")
+	}
+	v, err := resp.Verdict.toProto()
+	if err != nil {
+		return nil, fmt.Errorf("guard plugin: %w", err)
+	}
+	return &pb.InspectResponse{Verdict: v, Reasons: resp.Reasons}, nil
+}
+
+// Client is the host side of a Guard inspector plugin. It implements
+// Inspector.
+type Client struct{ c pb.GuardClient }
+
+var _ Inspector = (*Client)(nil)
+
+// NewClient wraps a gRPC connection to a Guard service.
+func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewGuardClient(cc)} }
+
+// Info asks the plugin to describe itself.
+func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
+	i, err := c.c.Info(ctx, &pb.InfoRequest{})
+	if err != nil {
+		return plugin.Info{}, fmt.Errorf("guard plugin: info: %w", err)
+	}
+	return plugin.InfoFromProto(i), nil
+}
+
+// Inspect calls the plugin. A missing (VERDICT_UNSPECIFIED) or unknown verdict
+// is an error wrapping ErrInvalidVerdict; the kernel denies on any error.
+func (c *Client) Inspect(ctx context.Context, req *InspectRequest) (*InspectResponse, error) {
+	if req == nil {
+		return nil, errors.New("guard: nil InspectRequest")
+	}
+	resp, err := c.c.Inspect(ctx, requestToProto(req))
+	if err != nil {
+		return nil, fmt.Errorf("guard plugin: inspect: %w", err)
+	}
+	v, err := verdictFromProto(resp.GetVerdict())
+	if err != nil {
+		return nil, fmt.Errorf("guard plugin: %w", err)
+	}
+	return &InspectResponse{Verdict: v, Reasons: resp.GetReasons()}, nil
+}

@@ -1,0 +1,572 @@
+// Package sandbox is the plugin contract for sandbox backends: run one
+// process inside a hardened container built from specs/sandbox/profile.json,
+// stream its stdin, stdout and stderr, and report how it ended. The kernel
+// refuses to run anything when a backend is unavailable or any call fails
+// (sandbox_unavailable; fail closed).
+//
+// On the wire (sandbox.proto) Run is a bidirectional stream. The host sends
+// the spec first, then stdin in chunks of at most ChunkSize bytes, then
+// close_stdin. The plugin streams stdout and stderr chunks back and ends the
+// stream with exactly one exit message. Client and the plugin-side adapter
+// do this for you: a Backend sees an ordinary io.Reader and io.Writers.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentnode/agentnode/sdk/plugin"
+	pb "github.com/agentnode/agentnode/sdk/proto/agentnodev1"
+)
+
+// ChunkSize is the largest stdin, stdout or stderr payload of one stream
+// message.
+const ChunkSize = 32 << 10
+
+// Reasons a backend is unavailable.
+const (
+	ReasonNotInstalled = "not_installed" // the runtime (runc, docker, podman) is missing
+	ReasonNotRunning   = "not_running"   // its daemon is not running
+	ReasonNotPermitted = "not_permitted" // this user may not use it (e.g. needs root)
+	ReasonImageMissing = "image_missing" // the pinned image is not present
+	ReasonIncompatible = "incompatible"  // it cannot enforce the profile (cgroups, seccomp, ...)
+)
+
+// Reasons lists every valid unavailability reason.
+var Reasons = []string{ReasonNotInstalled, ReasonNotRunning, ReasonNotPermitted, ReasonImageMissing, ReasonIncompatible}
+
+func validReason(r string) bool {
+	for _, x := range Reasons {
+		if r == x {
+			return true
+		}
+	}
+	return false
+}
+
+// AvailabilityRequest asks whether the backend can run the given image now.
+type AvailabilityRequest struct {
+	Image string // name@sha256:...
+}
+
+// AvailabilityResponse says whether the backend can run. When Available is
+// false, Reason is one of the Reason constants and Detail is for humans.
+type AvailabilityResponse struct {
+	Available bool
+	Reason    string
+	Detail    string
+}
+
+// Limits are the resource limits of one run. Zero means the profile default.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+	TmpBytes    int64
+}
+
+// Spec describes one run.
+type Spec struct {
+	RunID      string
+	Image      string   // name@sha256:...
+	PackageDir string   // host path, mounted read-only at /pack
+	Args       []string // argv inside the container
+	Env        []string // KEY=VALUE, already filtered by the host
+	Limits     Limits
+	// Timeout is the wall-clock limit of the process. The backend kills the
+	// process when it is exceeded and reports TimedOut. It travels in whole
+	// milliseconds, rounded up.
+	Timeout time.Duration
+	Network bool // false: loopback only
+}
+
+// RunRequest is a Spec plus the process's standard streams. Nil Stdin is an
+// empty stdin; nil Stdout or Stderr discards that stream.
+type RunRequest struct {
+	Spec
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// RunResponse is how the process ended.
+type RunResponse struct {
+	// ExitCode is the process's exit status, as a shell reports it
+	// (128+N when it was killed by signal N).
+	ExitCode int
+	TimedOut bool // killed because Timeout passed
+	Killed   bool // killed (timeout, limits or cancellation)
+	// CleanupVerified: the backend checked that the container, its cgroup
+	// and its mounts are gone.
+	CleanupVerified bool
+}
+
+// Backend is implemented by sandbox backend plugins.
+//
+// Run must return only after the process has ended and nothing writes to
+// req.Stdout or req.Stderr any more; writes after Run returns fail. It must
+// honour ctx: when ctx is done, kill the process, clean up and return. On the
+// plugin side req.Stdin reports an error when the host cancels the run.
+type Backend interface {
+	Availability(ctx context.Context, req *AvailabilityRequest) (*AvailabilityResponse, error)
+	Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
+}
+
+// GRPCPlugin adapts a Backend to go-plugin. Impl and Info are used on the
+// plugin side; the host uses a zero GRPCPlugin.
+type GRPCPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Impl Backend
+	Info plugin.Info
+}
+
+// GRPCServer registers the Sandbox service.
+func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterSandboxServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindSandbox, p.Info)})
+	return nil
+}
+
+// GRPCClient returns a *Client.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return NewClient(c), nil
+}
+
+// Serve runs impl as a sandbox backend plugin process. See plugin.Serve.
+func Serve(info plugin.Info, impl Backend) {
+	plugin.Serve(&plugin.ServeConfig{Kind: plugin.KindSandbox, Plugin: &GRPCPlugin{Impl: impl, Info: info}})
+}
+
+// timeoutToMillis rounds d up to whole milliseconds.
+func timeoutToMillis(d time.Duration) int64 {
+	if d > math.MaxInt64-time.Millisecond {
+		return int64(d / time.Millisecond)
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func specToProto(s *Spec) (*pb.RunSpec, error) {
+	if s.Timeout < 0 {
+		return nil, fmt.Errorf("sandbox: negative timeout %v", s.Timeout)
+	}
+	return &pb.RunSpec{
+		RunId:      s.RunID,
+		Image:      s.Image,
+		PackageDir: s.PackageDir,
+		Args:       s.Args,
+		Env:        s.Env,
+		Limits: &pb.Limits{
+			MemoryBytes: s.Limits.MemoryBytes,
+			Pids:        s.Limits.Pids,
+			Cpus:        s.Limits.CPUs,
+			TmpBytes:    s.Limits.TmpBytes,
+		},
+		TimeoutMs: timeoutToMillis(s.Timeout),
+		Network:   s.Network,
+	}, nil
+}
+
+func specFromProto(p *pb.RunSpec) (Spec, error) {
+	ms := p.GetTimeoutMs()
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return Spec{}, fmt.Errorf("sandbox: timeout_ms %d out of range", ms)
+	}
+	l := p.GetLimits()
+	return Spec{
+		RunID:      p.GetRunId(),
+		Image:      p.GetImage(),
+		PackageDir: p.GetPackageDir(),
+		Args:       p.GetArgs(),
+		Env:        p.GetEnv(),
+		Limits: Limits{
+			MemoryBytes: l.GetMemoryBytes(),
+			Pids:        l.GetPids(),
+			CPUs:        l.GetCpus(),
+			TmpBytes:    l.GetTmpBytes(),
+		},
+		Timeout: time.Duration(ms) * time.Millisecond,
+		Network: p.GetNetwork(),
+	}, nil
+}
+
+// --- plugin side ---
+
+// errRunEnded is what a Backend sees when it writes to Stdout or Stderr, or
+// reads Stdin, after its Run returned.
+var errRunEnded = errors.New("sandbox: run has ended")
+
+// errProtocol marks a host that broke the stream protocol.
+var errProtocol = errors.New("sandbox: stream protocol violation")
+
+type server struct {
+	pb.UnimplementedSandboxServer
+	impl Backend
+	info *pb.Info
+}
+
+func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+
+func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*pb.AvailabilityResponse, error) {
+	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage()})
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("sandbox plugin returned no availability response")
+	}
+	if !resp.Available && !validReason(resp.Reason) {
+		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", resp.Reason)
+	}
+	return &pb.AvailabilityResponse{Available: resp.Available, Reason: resp.Reason, Detail: resp.Detail}, nil
+}
+
+// Run adapts the stream to Backend.Run. The calling goroutine runs the
+// backend; one goroutine (pumpStdin) receives stdin into an io.Pipe; output
+// writers may be used from any goroutines and are serialised by outStream.
+func (s *server) Run(stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	ps := first.GetSpec()
+	if ps == nil {
+		return status.Errorf(codes.InvalidArgument, "%v: the first message must carry the spec", errProtocol)
+	}
+	spec, err := specFromProto(ps)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	pr, pw := io.Pipe()
+	out := &outStream{stream: stream}
+	// pumpStdin ends when the stream does: at the latest when this handler
+	// returns, which cancels the stream's context and fails its Recv.
+	go pumpStdin(stream, pw, cancel)
+
+	resp, err := s.impl.Run(ctx, &RunRequest{
+		Spec:   spec,
+		Stdin:  pr,
+		Stdout: outWriter{o: out, stderr: false},
+		Stderr: outWriter{o: out, stderr: true},
+	})
+	_ = pr.CloseWithError(errRunEnded)
+	out.close()
+	if cause := context.Cause(ctx); errors.Is(cause, errProtocol) {
+		return status.Error(codes.InvalidArgument, cause.Error())
+	}
+	if err != nil {
+		return err
+	}
+	if resp == nil {
+		return status.Error(codes.Internal, "sandbox plugin returned no run response")
+	}
+	if resp.ExitCode < math.MinInt32 || resp.ExitCode > math.MaxInt32 {
+		return status.Errorf(codes.Internal, "sandbox plugin returned exit code %d out of range", resp.ExitCode)
+	}
+	return out.sendExit(&pb.RunExit{
+		ExitCode:        int32(resp.ExitCode),
+		TimedOut:        resp.TimedOut,
+		Killed:          resp.Killed,
+		CleanupVerified: resp.CleanupVerified,
+	})
+}
+
+// pumpStdin feeds stdin messages into pw until close_stdin, then keeps
+// receiving until the stream ends so that a protocol violation is noticed.
+// Stdin the backend does not read is discarded.
+func pumpStdin(stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput], pw *io.PipeWriter, abort context.CancelCauseFunc) {
+	open, discard := true, false
+	fail := func(format string, args ...any) {
+		err := fmt.Errorf("%w: "+format, append([]any{errProtocol}, args...)...)
+		abort(err)
+		_ = pw.CloseWithError(err)
+	}
+	for {
+		in, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			_ = pw.Close() // half-close: stdin ends too
+			return
+		}
+		if err != nil {
+			_ = pw.CloseWithError(err)
+			return
+		}
+		switch m := in.GetMsg().(type) {
+		case *pb.RunInput_Stdin:
+			if !open {
+				fail("stdin after close_stdin")
+				return
+			}
+			if !discard {
+				if _, err := pw.Write(m.Stdin); err != nil {
+					discard = true // the backend closed stdin or returned
+				}
+			}
+		case *pb.RunInput_CloseStdin:
+			if !open {
+				fail("close_stdin twice")
+				return
+			}
+			open = false
+			_ = pw.Close()
+		case *pb.RunInput_Spec:
+			fail("a second spec")
+			return
+		default:
+			fail("an empty RunInput")
+			return
+		}
+	}
+}
+
+// outStream serialises sends of stdout, stderr and the exit message; gRPC
+// forbids concurrent SendMsg on one stream.
+type outStream struct {
+	mu     sync.Mutex
+	stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput]
+	closed bool
+	err    error
+}
+
+func (o *outStream) send(m *pb.RunOutput) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return errRunEnded
+	}
+	if o.err != nil {
+		return o.err
+	}
+	if err := o.stream.Send(m); err != nil {
+		o.err = fmt.Errorf("sandbox: sending output: %w", err)
+		return o.err
+	}
+	return nil
+}
+
+func (o *outStream) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+}
+
+func (o *outStream) sendExit(e *pb.RunExit) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	if o.err != nil {
+		return o.err
+	}
+	return o.stream.Send(&pb.RunOutput{Msg: &pb.RunOutput_Exit{Exit: e}})
+}
+
+type outWriter struct {
+	o      *outStream
+	stderr bool
+}
+
+// Write sends p in chunks of at most ChunkSize. It blocks while the host is
+// not reading (gRPC flow control) and fails once the run has ended.
+func (w outWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), ChunkSize)
+		chunk := bytes.Clone(p[:c])
+		var m *pb.RunOutput
+		if w.stderr {
+			m = &pb.RunOutput{Msg: &pb.RunOutput_Stderr{Stderr: chunk}}
+		} else {
+			m = &pb.RunOutput{Msg: &pb.RunOutput_Stdout{Stdout: chunk}}
+		}
+		if err := w.o.send(m); err != nil {
+			return n, err
+		}
+		n += c
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// --- host side ---
+
+// ErrProtocol is wrapped by Client errors about a plugin that broke the
+// stream protocol (output after exit, two exits, no exit).
+var ErrProtocol = errors.New("sandbox plugin broke the run protocol")
+
+// Client is the host side of a sandbox backend plugin. It implements Backend.
+type Client struct{ c pb.SandboxClient }
+
+var _ Backend = (*Client)(nil)
+
+// NewClient wraps a gRPC connection to a Sandbox service.
+func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewSandboxClient(cc)} }
+
+// Info asks the plugin to describe itself.
+func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
+	i, err := c.c.Info(ctx, &pb.InfoRequest{})
+	if err != nil {
+		return plugin.Info{}, fmt.Errorf("sandbox plugin: info: %w", err)
+	}
+	return plugin.InfoFromProto(i), nil
+}
+
+// Availability asks the backend whether it can run req.Image now. An
+// unavailable answer without a valid reason is an error.
+func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*AvailabilityResponse, error) {
+	if req == nil {
+		return nil, errors.New("sandbox: nil AvailabilityRequest")
+	}
+	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox plugin: availability: %w", err)
+	}
+	if !r.GetAvailable() && !validReason(r.GetReason()) {
+		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", r.GetReason())
+	}
+	return &AvailabilityResponse{Available: r.GetAvailable(), Reason: r.GetReason(), Detail: r.GetDetail()}, nil
+}
+
+// Run runs req in the plugin and returns once the plugin has reported the
+// exit. Stdout and Stderr are written from the calling goroutine only; Stdin
+// is read by one other goroutine. Like exec.Cmd, Run does not wait for a
+// Stdin Read that blocks past the end of the run: that goroutine sends
+// nothing more and exits as soon as the Read returns.
+//
+// When ctx is done the stream is cancelled (the plugin's ctx is cancelled
+// too) and Run returns an error wrapping context.Cause(ctx). An error reading
+// Stdin or writing Stdout/Stderr cancels the run and is returned.
+func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error) {
+	if req == nil {
+		return nil, errors.New("sandbox: nil RunRequest")
+	}
+	spec, err := specToProto(&req.Spec)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	stream, err := c.c.Run(ctx)
+	if err != nil {
+		return nil, runError(ctx, err)
+	}
+	// io.EOF from Send means the plugin ended the stream; Recv says why.
+	if err := stream.Send(&pb.RunInput{Msg: &pb.RunInput_Spec{Spec: spec}}); err != nil && !errors.Is(err, io.EOF) {
+		return nil, runError(ctx, err)
+	}
+	go sendStdin(ctx, stream, req.Stdin, cancel)
+
+	stdout, stderr := req.Stdout, req.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	var exit *pb.RunExit
+	for {
+		out, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, runError(ctx, err)
+		}
+		var w io.Writer
+		var data []byte
+		switch m := out.GetMsg().(type) {
+		case *pb.RunOutput_Stdout:
+			w, data = stdout, m.Stdout
+		case *pb.RunOutput_Stderr:
+			w, data = stderr, m.Stderr
+		case *pb.RunOutput_Exit:
+			if exit != nil {
+				return nil, fmt.Errorf("%w: a second exit message", ErrProtocol)
+			}
+			exit = m.Exit
+			continue
+		default:
+			return nil, fmt.Errorf("%w: an empty RunOutput", ErrProtocol)
+		}
+		if exit != nil {
+			return nil, fmt.Errorf("%w: output after the exit message", ErrProtocol)
+		}
+		if _, err := w.Write(data); err != nil {
+			err = fmt.Errorf("sandbox: writing output: %w", err)
+			cancel(err)
+			return nil, err
+		}
+	}
+	if exit == nil {
+		return nil, fmt.Errorf("%w: the stream ended without an exit message", ErrProtocol)
+	}
+	if exit.GetError() != "" {
+		return nil, fmt.Errorf("sandbox plugin: run: %s", exit.GetError())
+	}
+	return &RunResponse{
+		ExitCode:        int(exit.GetExitCode()),
+		TimedOut:        exit.GetTimedOut(),
+		Killed:          exit.GetKilled(),
+		CleanupVerified: exit.GetCleanupVerified(),
+	}, nil
+}
+
+// runError prefers the reason the run's context ended (the caller's
+// cancellation or deadline, a stdin read error) over the gRPC status it
+// caused.
+func runError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("sandbox plugin: run: %w", context.Cause(ctx))
+	}
+	// The plugin's copy of our deadline can fire a moment before ours.
+	if _, ok := ctx.Deadline(); ok && status.Code(err) == codes.DeadlineExceeded {
+		return fmt.Errorf("sandbox plugin: run: %w: %w", context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf("sandbox plugin: run: %w", err)
+}
+
+// sendStdin copies r to the stream in chunks, then sends close_stdin and
+// half-closes. It is the only goroutine that sends after the spec.
+func sendStdin(ctx context.Context, stream grpc.BidiStreamingClient[pb.RunInput, pb.RunOutput], r io.Reader, abort context.CancelCauseFunc) {
+	closeStdin := func() {
+		if stream.Send(&pb.RunInput{Msg: &pb.RunInput_CloseStdin{CloseStdin: true}}) == nil {
+			_ = stream.CloseSend()
+		}
+	}
+	if r == nil {
+		closeStdin()
+		return
+	}
+	for {
+		buf := make([]byte, ChunkSize)
+		n, err := r.Read(buf)
+		if ctx.Err() != nil {
+			return // the run is over or cancelled
+		}
+		if n > 0 {
+			if stream.Send(&pb.RunInput{Msg: &pb.RunInput_Stdin{Stdin: buf[:n]}}) != nil {
+				return // the stream ended; Recv reports why
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			closeStdin()
+			return
+		}
+		if err != nil {
+			abort(fmt.Errorf("sandbox: reading stdin: %w", err))
+			return
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// binDir holds agentnode and the bundled plugins, as `make build` lays them
+// out; extraDir holds test-only plugins that scripts copy where they need.
+var binDir, extraDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "agentnode-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer os.RemoveAll(tmp)
+	binDir = filepath.Join(tmp, "bin")
+	extraDir = filepath.Join(tmp, "extra")
+	if err := build(binDir, extraDir); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		return 2
+	}
+	return m.Run()
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// build compiles the CLI, every plugins/<kind>/<name> main package into
+// bin/agentnode-<kind>-<name>, and test/plugins/<name> into
+// extra/agentnode-trust-<name>.
+func build(bin, extra string) error {
+	root := repoRoot()
+	goBuild := func(out, pkg string) error {
+		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", out, pkg)
+		cmd.Dir = root
+		cmd.Stderr = os.Stderr
+		return cmd.Run()
+	}
+	if err := goBuild(filepath.Join(bin, "agentnode"), "./cmd/agentnode"); err != nil {
+		return err
+	}
+	mains, _ := filepath.Glob(filepath.Join(root, "plugins", "*", "*", "main.go"))
+	for _, m := range mains {
+		dir := filepath.Dir(m)
+		name := filepath.Base(dir)
+		kind := filepath.Base(filepath.Dir(dir))
+		if err := goBuild(filepath.Join(bin, "agentnode-"+kind+"-"+name), "./"+rel(root, dir)); err != nil {
+			return err
+		}
+	}
+	tests, _ := filepath.Glob(filepath.Join(root, "test", "plugins", "*", "main.go"))
+	for _, m := range tests {
+		dir := filepath.Dir(m)
+		if err := goBuild(filepath.Join(extra, "agentnode-trust-"+filepath.Base(dir)), "./"+rel(root, dir)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rel(root, p string) string {
+	r, err := filepath.Rel(root, p)
+	if err != nil {
+		return p
+	}
+	return r
+}
+
+// passEnv are variables the scripts need from the outside (the keychain's
+// session bus).
+var passEnv = []string{"DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "AGENTNODE_REQUIRE_KEYRING"}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			env.Setenv("BIN", binDir)
+			env.Setenv("EXTRA", extraDir)
+			env.Setenv("HOME", filepath.Join(env.WorkDir, "user"))
+			env.Setenv("AGENTNODE_HOME", filepath.Join(env.WorkDir, "user", ".agentnode"))
+			env.Setenv("AGENTNODE_NON_INTERACTIVE", "1")
+			for _, k := range passEnv {
+				if v := os.Getenv(k); v != "" {
+					env.Setenv(k, v)
+				}
+			}
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "keyring":
+				return os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "", nil
+			case "root":
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"mountro":     cmdMountRO,
+			"requirekeys": cmdRequireKeyring,
+		},
+		RequireExplicitExec: false,
+	})
+}
+
+// mountro DIR: bind-mount DIR read-only onto itself for the rest of the
+// script (root only; chmod does not stop root).
+func cmdMountRO(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: mountro DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		ts.Fatalf("bind mount %s: %v", dir, err)
+	}
+	ts.Defer(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	if err := syscall.Mount("", dir, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		ts.Fatalf("remount %s read-only: %v", dir, err)
+	}
+}
+
+// requirekeys fails the script when no Secret Service is reachable and
+// AGENTNODE_REQUIRE_KEYRING=1 (CI), and skips it otherwise.
+func cmdRequireKeyring(ts *testscript.TestScript, neg bool, args []string) {
+	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "" {
+		return
+	}
+	if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
+		ts.Fatalf("AGENTNODE_REQUIRE_KEYRING=1 but no session bus: run through test/keyring.sh")
+	}
+	ts.Skip("no Secret Service (run through test/keyring.sh)")
+}
