@@ -50,7 +50,7 @@ func newInstallCmd() *cobra.Command {
 			src := args[0]
 			fi, err := os.Stat(src)
 			if err != nil {
-				return fail(cmd, jsonOut, usageError("%s: %v", src, errors.Unwrap(err)))
+				return fail(cmd, jsonOut, usageError("%s: %w", src, errors.Unwrap(err)))
 			}
 			if !fi.IsDir() {
 				return fail(cmd, jsonOut, usageError("%s is not a directory: installing archives is not supported yet; unpack it and install the directory", src))
@@ -105,7 +105,7 @@ func readAttestations(files []string) ([][]byte, error) {
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, usageError("attestation %s: %v", f, errors.Unwrap(err))
+			return nil, usageError("attestation %s: %w", f, errors.Unwrap(err))
 		}
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {

@@ -137,9 +137,8 @@ func (s *scanner) uint() (uint64, bool) {
 // int32 scans a JSON integer in the int32 range.
 func (s *scanner) int32() bool {
 	neg := s.lit("-")
-	start := s.i
 	v, ok := s.uint()
-	if !ok || (neg && v == 0) || (neg && s.i == start) {
+	if !ok || (neg && v == 0) {
 		return false
 	}
 	if neg {
@@ -157,12 +156,14 @@ func (s *scanner) str() bool {
 	s.i++
 	for s.i < len(s.b) {
 		c := s.b[s.i]
+		if charClass[c]&strSpecial == 0 {
+			s.i++
+			continue
+		}
 		switch {
 		case c == '"':
 			s.i++
 			return true
-		case c < 0x20:
-			return false
 		case c == '\\':
 			if s.i+1 >= len(s.b) {
 				return false
@@ -178,8 +179,8 @@ func (s *scanner) str() bool {
 			default:
 				return false
 			}
-		default:
-			s.i++
+		default: // a raw control character
+			return false
 		}
 	}
 	return false
@@ -213,16 +214,38 @@ func (s *scanner) hex64() ([]byte, bool) {
 
 // isHex: lower-case hex digits only, or any case when upper.
 func isHex(b []byte, upper bool) bool {
+	want := hexLower
+	if upper {
+		want |= hexUpper
+	}
 	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
-		case upper && c >= 'A' && c <= 'F':
-		default:
+		if charClass[c]&want == 0 {
 			return false
 		}
 	}
 	return true
 }
+
+// Character classes for the scanner.
+const (
+	hexLower   uint8 = 1 << iota // 0-9 a-f
+	hexUpper                     // A-F
+	strSpecial                   // '"', '\\' and control characters: end the fast path inside strings
+)
+
+var charClass = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+			t[c] = hexLower
+		case c >= 'A' && c <= 'F':
+			t[c] = hexUpper
+		case c < 0x20, c == '"', c == '\\':
+			t[c] = strSpecial
+		}
+	}
+	return t
+}()
 
 func isTrust(v []byte) bool {
 	switch string(v) {

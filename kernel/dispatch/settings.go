@@ -88,4 +88,3 @@ func envTrue(environ []string, key string) bool {
 	}
 	return false
 }
-

@@ -51,7 +51,8 @@
 //
 // Killing by process group misses a descendant that deliberately leaves the
 // group (setsid, setpgid) and, when agentnode itself is SIGKILLed, the tool's
-// own children (Pdeathsig covers only the direct child). Run never waits for
+// own children (Pdeathsig covers only the direct child) and the working
+// directory (named agentnode-tool-* under os.TempDir) are left behind. Run never waits for
 // such a process: once the tool's group is gone it waits at most a short
 // grace period for the pipes to close, then closes its ends. Containing
 // processes that try to escape is the sandbox's job (cgroups, pid

@@ -109,7 +109,7 @@ printf '{"ok":true,"result":%s}\n' "$line"
 	req.Stdin = in
 	res, err := Run(context.Background(), req)
 	if err != nil {
-		t.Fatalf("Run: %v (stderr %q)", err, res.Stderr)
+		t.Fatalf("Run: %v", err)
 	}
 	if res.ExitCode != 0 || res.TimedOut || res.StdoutTruncated || res.Duration <= 0 {
 		t.Fatalf("result %+v", res)
@@ -323,7 +323,10 @@ func TestStdoutFloodCut(t *testing.T) {
 			if !errors.Is(err, toolio.ErrOutputTooLarge) {
 				t.Fatalf("err = %v", err)
 			}
-			if res == nil || !res.StdoutTruncated || len(res.Stdout) != want || res.TimedOut {
+			if res == nil {
+				t.Fatal("no result")
+			}
+			if !res.StdoutTruncated || len(res.Stdout) != want || res.TimedOut {
 				t.Fatalf("truncated=%v len=%d want %d", res.StdoutTruncated, len(res.Stdout), want)
 			}
 			if !bytes.HasPrefix(res.Stdout, []byte("y\ny\n")) {
@@ -332,7 +335,9 @@ func TestStdoutFloodCut(t *testing.T) {
 			if elapsed > 3*time.Second {
 				t.Errorf("flood took %s to cut", elapsed)
 			}
-			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(4*want+(4<<20)) {
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("limit %d: cut after %s, %d bytes allocated", want, elapsed, alloc)
+			if alloc > uint64(3*want+(1<<20)) {
 				t.Errorf("allocated %d bytes for a %d byte limit", alloc, want)
 			}
 		})
@@ -345,7 +350,7 @@ func TestStdoutLimitBoundary(t *testing.T) {
 	req.MaxStdout = 1000
 	res, err := Run(context.Background(), req)
 	if err != nil || res.StdoutTruncated || len(res.Stdout) != 1000 {
-		t.Fatalf("exactly the limit: %v, truncated=%v len=%d", err, res.StdoutTruncated, len(res.Stdout))
+		t.Fatalf("exactly the limit: %v, %+v", err, res)
 	}
 	req.MaxStdout = 999
 	res, err = Run(context.Background(), req)
@@ -382,7 +387,7 @@ echo '{"ok":true,"result":1}'
 	req.MaxStderr = 7
 	res, err = Run(context.Background(), req)
 	if err != nil || string(res.Stderr) != "BEGxEND" || !res.StderrTruncated {
-		t.Fatalf("MaxStderr 7: %q, %v", res.Stderr, err)
+		t.Fatalf("MaxStderr 7: %+v, %v", res, err)
 	}
 }
 
@@ -636,12 +641,14 @@ func TestEntrypointRefused(t *testing.T) {
 // TestParentDeathKillsTool runs Run in a child copy of the test binary,
 // SIGKILLs that child and checks that the tool dies with it (Pdeathsig).
 func TestParentDeathKillsTool(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "tool.pid")
-	pack := newPack(t, `echo $$ > "$1"
+	dir := t.TempDir()
+	pidFile, cwdFile := filepath.Join(dir, "tool.pid"), filepath.Join(dir, "cwd")
+	pack := newPack(t, `pwd > "$2"
+echo $$ > "$1"
 exec sleep 300
 `)
 	helper := exec.Command(os.Args[0], "-test.run=^TestHelperRunner$")
-	helper.Env = append(os.Environ(), "HOSTEXEC_TEST_HELPER="+pack+"\x1f"+pidFile)
+	helper.Env = append(os.Environ(), "HOSTEXEC_TEST_HELPER="+pack+"\x1f"+pidFile+"\x1f"+cwdFile)
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -652,6 +659,10 @@ exec sleep 300
 	_ = helper.Process.Kill()
 	_ = helper.Wait()
 	waitGone(t, tool, 3*time.Second)
+	// A SIGKILLed agentnode cannot remove the work dir; tidy up after it.
+	if cwd, _ := os.ReadFile(cwdFile); len(bytes.TrimSpace(cwd)) > 0 {
+		_ = os.RemoveAll(string(bytes.TrimSpace(cwd)))
+	}
 }
 
 func TestHelperRunner(t *testing.T) {
@@ -659,8 +670,12 @@ func TestHelperRunner(t *testing.T) {
 	if spec == "" {
 		t.Skip("helper for TestParentDeathKillsTool")
 	}
-	pack, pidFile, _ := strings.Cut(spec, "\x1f")
-	req := request(pack, pidFile)
+	parts := strings.Split(spec, "\x1f")
+	if len(parts) != 3 {
+		t.Fatalf("bad helper spec %q", spec)
+	}
+	pack, pidFile, cwdFile := parts[0], parts[1], parts[2]
+	req := request(pack, pidFile, cwdFile)
 	req.Timeout = time.Minute
 	_, err := Run(context.Background(), req)
 	fmt.Fprintln(os.Stderr, "helper: Run returned", err)

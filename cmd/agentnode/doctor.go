@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/plugin"
+)
+
+func init() { register(newDoctorCmd) }
+
+// check is one line of the doctor's report.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail"`
+}
+
+type doctorReport struct {
+	Home         string  `json:"home"`
+	SandboxReady bool    `json:"sandbox_ready"`
+	HostReady    bool    `json:"host_ready"`
+	Checks       []check `json:"checks"`
+	PluginAPIs   []int   `json:"plugin_api_versions"`
+	Version      string  `json:"version"`
+}
+
+func newDoctorCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check config, audit log, keychain, plugin pins, sandbox backend and image pin",
+		Long: "doctor checks everything a run depends on. It exits 0 only if sandboxed execution is\n" +
+			"possible (CONTRACT.md); host-only readiness is reported as host_ready.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep := runDoctor()
+			if jsonOut {
+				_ = writeJSON(cmd.OutOrStdout(), rep)
+			} else {
+				for _, c := range rep.Checks {
+					mark := "ok  "
+					if !c.OK {
+						mark = "FAIL"
+					}
+					line := fmt.Sprintf("%s %-16s %s", mark, c.Name, c.Detail)
+					if c.Code != "" {
+						line += " [" + c.Code + "]"
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), line)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "host execution:      %s\nsandboxed execution: %s\n", yesNo(rep.HostReady), yesNo(rep.SandboxReady))
+			}
+			if !rep.SandboxReady {
+				return exitWith(reason.ExitFailed)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "possible"
+	}
+	return "not possible"
+}
+
+func runDoctor() *doctorReport {
+	rep := &doctorReport{PluginAPIs: plugin.SupportedAPIVersions, Version: version}
+	add := func(name string, err error, okDetail string) bool {
+		c := check{Name: name, OK: err == nil, Detail: okDetail}
+		if err != nil {
+			c.Detail = err.Error()
+			c.Code = string(reason.CodeOf(err))
+		}
+		rep.Checks = append(rep.Checks, c)
+		return err == nil
+	}
+	dir, err := home.Dir()
+	if !add("home", err, dir) {
+		return rep
+	}
+	rep.Home = dir
+	cfgPath := home.ConfigPath(dir)
+	cfg, err := config.Load(cfgPath)
+	configOK := add("config", err, cfgPath)
+	auditOK := add("audit", checkAuditDir(home.AuditDir(dir)), home.AuditDir(dir)+" is writable")
+	add("keychain", keychain.Available(), "Secret Service reachable")
+
+	pluginsOK := true
+	var wanted []string
+	if cfg != nil {
+		wanted = append(wanted, pluginhost.Key(plugin.KindTrust, cfg.Trust.Plugin))
+		for _, n := range cfg.Guard.Inspectors {
+			wanted = append(wanted, pluginhost.Key(plugin.KindGuard, n))
+		}
+	}
+	binDir, _ := pluginhost.DefaultBinDir()
+	entries, err := pluginhost.Discover(dir, binDir)
+	if err != nil {
+		pluginsOK = add("plugins", err, "")
+	} else {
+		found := map[string]pluginhost.Entry{}
+		for _, e := range entries {
+			if !e.Shadowed {
+				found[e.Key()] = e
+			}
+		}
+		for _, key := range wanted {
+			e, ok := found[key]
+			switch {
+			case !ok:
+				pluginsOK = add("plugin "+key, reason.New(reason.PluginUnavailable, "not installed"), "") && pluginsOK
+			case e.Hash != pluginhost.HashOK:
+				pluginsOK = add("plugin "+key, reason.New(reason.PluginUnpinned, "%s: pin %s", e.Path, e.Hash), "") && pluginsOK
+			default:
+				add("plugin "+key, nil, e.Path+" pinned")
+			}
+		}
+	}
+	rep.HostReady = configOK && auditOK && pluginsOK
+
+	sandboxOK := false
+	if cfg != nil {
+		imgOK := add("sandbox image", checkImagePin(cfg.Sandbox.Image), cfg.Sandbox.Image)
+		backendErr := reason.New(reason.SandboxUnavailable, "sandbox backend %q: sandboxed execution is not available in this version", cfg.Sandbox.Backend)
+		sandboxOK = add("sandbox backend", backendErr, cfg.Sandbox.Backend) && imgOK
+	}
+	rep.SandboxReady = rep.HostReady && sandboxOK
+	return rep
+}
+
+// checkAuditDir checks the audit directory exists and accepts a new file,
+// without touching the log itself.
+func checkAuditDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".doctor-*")
+	if err != nil {
+		return reason.New(reason.AuditUnavailable, "audit directory not writable: %w", err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+func checkImagePin(ref string) error {
+	_, digest, ok := strings.Cut(ref, "@sha256:")
+	if !ok || len(digest) != 64 {
+		return reason.New(reason.ImageUnpinned, "sandbox.image %q is not pinned by digest", ref)
+	}
+	if strings.Trim(digest, "0") == "" {
+		return reason.New(reason.ImageUnpinned, "sandbox.image has the placeholder digest; run `agentnode sandbox build`")
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+func runeCount(s string) int { return utf8.RuneCountInString(s) }
+
+// secretPattern is one kind of credential recognised in input values.
+type secretPattern struct {
+	kind string
+	re   *regexp.Regexp
+	// needDigit drops matches without a digit, so that long hyphenated
+	// words ("sk-" followed by prose) are not taken for keys.
+	needDigit bool
+}
+
+// secretPatterns are checked in order; the first match names the kind.
+var secretPatterns = []secretPattern{
+	{kind: "Anthropic API key", re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{20,}`)},
+	{kind: "OpenAI API key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), needDigit: true},
+	{kind: "AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
+	{kind: "GitHub token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`)},
+	{kind: "Slack token", re: regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`)},
+	{kind: "Stripe live key", re: regexp.MustCompile(`\b(?:sk|rk)_live_[A-Za-z0-9]{16,}`)},
+	{kind: "Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`)},
+	{kind: "private key", re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)},
+	{kind: "JSON Web Token", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`)},
+}
+
+// secretKind names the kind of credential s appears to contain, or "".
+func secretKind(s string) string {
+	for _, p := range secretPatterns {
+		if !p.needDigit {
+			if p.re.MatchString(s) {
+				return p.kind
+			}
+			continue
+		}
+		for _, m := range p.re.FindAllString(s, 16) {
+			if strings.ContainsAny(m, "0123456789") {
+				return p.kind
+			}
+		}
+	}
+	return ""
+}
+
+// maxDecodeRounds bounds percent-decoding (double and triple encoding).
+const maxDecodeRounds = 3
+
+// variants returns s and, if it holds percent escapes, its percent-decoded
+// forms (repeatedly, for double encoding), so that %2e%2e%2f is seen as ../.
+func variants(s string) []string {
+	out := []string{s}
+	for range maxDecodeRounds {
+		if !strings.Contains(s, "%") {
+			break
+		}
+		d := percentDecode(s)
+		if d == s {
+			break
+		}
+		out = append(out, d)
+		s = d
+	}
+	return out
+}
+
+// percentDecode decodes every valid %XX escape and keeps everything else
+// (invalid escapes included) as it is.
+func percentDecode(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if h, ok := unhex(s[i+1]); ok {
+				if l, ok := unhex(s[i+2]); ok {
+					b.WriteByte(h<<4 | l)
+					i += 2
+					continue
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// hasTraversal reports a parent-directory reference: "../" or "..\"
+// anywhere, or a string that is ".." or ends in "/.." or "\..". Dots inside
+// a name ("a..b", "...") are not one.
+func hasTraversal(s string) bool {
+	s = strings.ReplaceAll(s, `\`, "/")
+	t := strings.TrimSpace(s)
+	return strings.Contains(s, "../") || t == ".." || strings.HasSuffix(t, "/..")
+}
+
+// homePath matches "~", "~/...", "~user/..." (and with a backslash).
+var homePath = regexp.MustCompile(`^~[A-Za-z0-9_.-]*(?:[/\\]|$)`)
+
+// isAbsolutePath reports whether s (leading white space ignored) is an
+// absolute path: Unix "/...", UNC or rooted Windows "\...", a home path
+// "~/...", a Windows drive path "C:\..." or "C:/...", or a file: URL.
+func isAbsolutePath(s string) bool {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	if s == "" {
+		return false
+	}
+	switch {
+	case s[0] == '/' || s[0] == '\\':
+		return true
+	case homePath.MatchString(s):
+		return true
+	case len(s) >= 2 && isASCIILetter(s[0]) && s[1] == ':' && (len(s) == 2 || s[2] == '\\' || s[2] == '/'):
+		return true
+	case len(s) >= 5 && strings.EqualFold(s[:5], "file:"):
+		return true
+	}
+	return false
+}
+
+func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// urlScheme matches "scheme://" anywhere (http, https, ftp, file, ws, s3,
+// ...).
+var urlScheme = regexp.MustCompile(`(?i)[a-z][a-z0-9+.-]*://`)
+
+// hasURL reports whether s contains a URL with a scheme.
+func hasURL(s string) bool { return urlScheme.MatchString(s) }
+
+// shellTokenNames name the shell tokens, so reasons never quote input.
+var shellTokenNames = []struct {
+	tok  string
+	name string
+}{
+	{";", "semicolon"},
+	{"&", "ampersand"},
+	{"|", "pipe"},
+	{"`", "backtick"},
+	{"$(", "command substitution"},
+	{"$", "dollar sign"},
+}
+
+// shellTokens lists the names of the shell tokens in s, comma separated, or
+// "".
+func shellTokens(s string) string {
+	var names []string
+	for _, t := range shellTokenNames {
+		if strings.Contains(s, t.tok) {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// compiledSchema is a tool's input schema: compiled for validation, and
+// kept as a document to look up which schema applies at a path (free text,
+// format uri). A nil *compiledSchema means "no schema"; every method works
+// on it.
+type compiledSchema struct {
+	root     any
+	compiled *jsonschema.Schema
+}
+
+// schemaURL is where the input schema is compiled; nothing is ever loaded
+// from it.
+const schemaURL = "mem:///input_schema.json"
+
+// noLoader refuses every external reference: a $ref in a package's schema
+// can never read a local file or reach the network.
+type noLoader struct{}
+
+func (noLoader) Load(u string) (any, error) {
+	return nil, errors.New("external schema references are not allowed")
+}
+
+// compileSchema parses and compiles raw. An empty or null schema is no
+// schema. problem, when not empty, says why the schema is refused (it never
+// quotes the schema).
+func compileSchema(raw []byte) (s *compiledSchema, problem string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, ""
+	}
+	if len(raw) > maxSchemaBytes {
+		return nil, fmt.Sprintf("the input schema is larger than %d bytes", maxSchemaBytes)
+	}
+	if depthExceeds(raw, maxSchemaDepth) {
+		return nil, fmt.Sprintf("the input schema is nested deeper than %d", maxSchemaDepth)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, "the input schema is not valid JSON"
+	}
+	switch doc.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, "the input schema is neither an object nor a boolean"
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, "the input schema cannot be loaded"
+	}
+	compiled, err := c.Compile(schemaURL)
+	if err != nil {
+		return nil, "the input schema does not compile"
+	}
+	return &compiledSchema{root: doc, compiled: compiled}, ""
+}
+
+// depthExceeds reports whether the JSON text data nests objects and arrays
+// deeper than limit, scanning bytes iteratively (strings are skipped).
+func depthExceeds(data []byte, limit int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
+
+// schemaCache keeps compiled schemas by the SHA-256 of their text: a
+// long-lived plugin sees the same few schemas again and again.
+type schemaCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[[sha256.Size]byte]cachedSchema
+}
+
+type cachedSchema struct {
+	s       *compiledSchema
+	problem string
+}
+
+func newSchemaCache(maxEntries int) *schemaCache {
+	return &schemaCache{max: maxEntries, m: make(map[[sha256.Size]byte]cachedSchema)}
+}
+
+// get returns the compiled schema for raw (see compileSchema).
+func (c *schemaCache) get(raw []byte) (*compiledSchema, string) {
+	if c == nil {
+		return compileSchema(raw)
+	}
+	sum := sha256.Sum256(raw)
+	c.mu.Lock()
+	e, ok := c.m[sum]
+	c.mu.Unlock()
+	if ok {
+		return e.s, e.problem
+	}
+	s, problem := compileSchema(raw)
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[sum] = cachedSchema{s: s, problem: problem}
+	c.mu.Unlock()
+	return s, problem
+}
+
+// Bounds of the schema look-ups: how many schemas one position may expand
+// to, and how many $ref hops are followed.
+const (
+	maxExpanded = 64
+	maxRefHops  = 16
+)
+
+// rootSchemas are the schemas that apply to the whole input.
+func (s *compiledSchema) rootSchemas() []map[string]any {
+	if s == nil {
+		return nil
+	}
+	return s.expand([]any{s.root})
+}
+
+// expand returns the object schemas among ss plus those they reach through
+// local $ref, allOf, anyOf and oneOf, bounded by maxExpanded.
+func (s *compiledSchema) expand(ss []any) []map[string]any {
+	if s == nil {
+		return nil
+	}
+	type item struct {
+		v    any
+		hops int
+	}
+	queue := make([]item, 0, len(ss))
+	for _, v := range ss {
+		queue = append(queue, item{v: v})
+	}
+	var out []map[string]any
+	for len(queue) > 0 && len(out) < maxExpanded {
+		it := queue[0]
+		queue = queue[1:]
+		m, ok := it.v.(map[string]any)
+		if !ok {
+			continue // true, false or not a schema: says nothing
+		}
+		out = append(out, m)
+		if ref, ok := m["$ref"].(string); ok && it.hops < maxRefHops {
+			if target, ok := s.resolveRef(ref); ok {
+				queue = append(queue, item{v: target, hops: it.hops + 1})
+			}
+		}
+		for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+			if list, ok := m[k].([]any); ok {
+				for _, v := range list {
+					queue = append(queue, item{v: v, hops: it.hops})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// resolveRef resolves a local reference "#" or "#/json/pointer" against the
+// schema document. Anything else is not followed.
+func (s *compiledSchema) resolveRef(ref string) (any, bool) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, false
+	}
+	frag, err := url.PathUnescape(ref[1:])
+	if err != nil {
+		return nil, false
+	}
+	if frag == "" {
+		return s.root, true
+	}
+	if !strings.HasPrefix(frag, "/") {
+		return nil, false // an anchor
+	}
+	cur := s.root
+	for _, tok := range strings.Split(frag[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[tok]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// property returns the schemas of the value of key in an object whose
+// schemas are parents: properties[key], else additionalProperties.
+func (s *compiledSchema) property(parents []map[string]any, key string) []map[string]any {
+	if s == nil {
+		return nil
+	}
+	var out []any
+	for _, p := range parents {
+		if props, ok := p["properties"].(map[string]any); ok {
+			if v, ok := props[key]; ok {
+				out = append(out, v)
+				continue
+			}
+		}
+		if v, ok := p["additionalProperties"]; ok {
+			out = append(out, v)
+		}
+	}
+	return s.expand(out)
+}
+
+// item returns the schemas of element idx of an array whose schemas are
+// parents: prefixItems/items (2020-12) or items/additionalItems (draft 7).
+func (s *compiledSchema) item(parents []map[string]any, idx int) []map[string]any {
+	if s == nil {
+		return nil
+	}
+	var out []any
+	for _, p := range parents {
+		if prefix, ok := p["prefixItems"].([]any); ok && idx < len(prefix) {
+			out = append(out, prefix[idx])
+			continue
+		}
+		switch items := p["items"].(type) {
+		case []any: // draft 7 tuple
+			if idx < len(items) {
+				out = append(out, items[idx])
+			} else if v, ok := p["additionalItems"]; ok {
+				out = append(out, v)
+			}
+		case nil:
+		default:
+			out = append(out, items)
+		}
+	}
+	return s.expand(out)
+}
+
+// declares reports whether one of the object schemas declares key as a
+// property.
+func (s *compiledSchema) declares(schemas []map[string]any, key string) bool {
+	for _, m := range schemas {
+		if props, ok := m["properties"].(map[string]any); ok {
+			if _, ok := props[key]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// freeTextMaxLength: a string whose schema has no maxLength or one at least
+// this large is free text.
+const freeTextMaxLength = 1000
+
+// isFreeText reports whether a string with these schemas is free text: a
+// schema declares it a string, and none limits it below freeTextMaxLength
+// or to an enum or const. A value without a schema is not free text.
+func (s *compiledSchema) isFreeText(schemas []map[string]any) bool {
+	if s == nil {
+		return false
+	}
+	isString := false
+	for _, m := range schemas {
+		if typeIncludes(m["type"], "string") {
+			isString = true
+		}
+		if _, ok := m["enum"]; ok {
+			return false
+		}
+		if _, ok := m["const"]; ok {
+			return false
+		}
+		if n, ok := number(m["maxLength"]); ok && n < freeTextMaxLength {
+			return false
+		}
+	}
+	return isString
+}
+
+// uriFormats are the formats that declare a value a URL.
+var uriFormats = []string{"uri", "uri-reference", "iri", "iri-reference"}
+
+// hasURIFormat reports whether one of the schemas says format uri.
+func (s *compiledSchema) hasURIFormat(schemas []map[string]any) bool {
+	for _, m := range schemas {
+		if f, ok := m["format"].(string); ok && slices.Contains(uriFormats, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func typeIncludes(t any, name string) bool {
+	switch t := t.(type) {
+	case string:
+		return t == name
+	case []any:
+		for _, v := range t {
+			if v == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ratString writes r as an integer when it is one, else as a decimal.
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	return strings.TrimRight(r.FloatString(9), "0")
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// validate checks input against the compiled schema and adds a prompt for
+// every failed leaf. Reasons name the keyword and the path, never the
+// value.
+func validate(s *compiledSchema, input []byte, fs *findings) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+	if err != nil {
+		fs.deny(ruleMalformed, "", "the input is not valid JSON")
+		return
+	}
+	err = s.compiled.Validate(doc)
+	if err == nil {
+		return
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		fs.prompt(ruleSchema, "$", "the input could not be validated against the input schema")
+		return
+	}
+	// The error tree is as deep as the schema and the input, both bounded.
+	var visit func(e *jsonschema.ValidationError)
+	visit = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				visit(c)
+			}
+			return
+		}
+		path, schemas := s.instancePath(doc, e.InstanceLocation)
+		switch k := e.ErrorKind.(type) {
+		case *kind.Required:
+			for _, name := range k.Missing {
+				fs.prompt(ruleSchema, path+s.renderKey(schemas, name, 0), "required: the property is missing")
+			}
+		default:
+			fs.prompt(ruleSchema, path, describe(e.ErrorKind))
+		}
+	}
+	visit(ve)
+}
+
+// instancePath renders the instance location loc of doc as a JSON path and
+// returns the schemas of the value there.
+func (s *compiledSchema) instancePath(doc any, loc []string) (string, []map[string]any) {
+	var b strings.Builder
+	b.WriteString("$")
+	cur, schemas := doc, s.rootSchemas()
+	for _, tok := range loc {
+		switch c := cur.(type) {
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				b.WriteString("[?]")
+				cur, schemas = nil, nil
+				continue
+			}
+			b.WriteString("[" + tok + "]")
+			cur, schemas = c[i], s.item(schemas, i)
+		case map[string]any:
+			b.WriteString(s.renderKey(schemas, tok, 0))
+			cur, schemas = c[tok], s.property(schemas, tok)
+		default:
+			b.WriteString(".<key>")
+			cur, schemas = nil, nil
+		}
+	}
+	return b.String(), schemas
+}
+
+// describe says which keyword failed, quoting only the schema's limits,
+// never the value.
+func describe(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Type:
+		return fmt.Sprintf("type: must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.Enum:
+		return "enum: the value is not one of the allowed values"
+	case *kind.Const:
+		return "const: the value is not the allowed value"
+	case *kind.MinLength:
+		return fmt.Sprintf("minLength: shorter than %d characters", k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("maxLength: longer than %d characters", k.Want)
+	case *kind.MinItems:
+		return fmt.Sprintf("minItems: fewer than %d items", k.Want)
+	case *kind.MaxItems:
+		return fmt.Sprintf("maxItems: more than %d items", k.Want)
+	case *kind.MinProperties:
+		return fmt.Sprintf("minProperties: fewer than %d properties", k.Want)
+	case *kind.MaxProperties:
+		return fmt.Sprintf("maxProperties: more than %d properties", k.Want)
+	case *kind.Minimum:
+		return "minimum: below " + ratString(k.Want)
+	case *kind.Maximum:
+		return "maximum: above " + ratString(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "exclusiveMinimum: not above " + ratString(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "exclusiveMaximum: not below " + ratString(k.Want)
+	case *kind.MultipleOf:
+		return "multipleOf: not a multiple of " + ratString(k.Want)
+	case *kind.AdditionalProperties:
+		return fmt.Sprintf("additionalProperties: %d properties the schema does not allow", len(k.Properties))
+	case *kind.Pattern:
+		return "pattern: the value does not match the schema's pattern"
+	case *kind.FalseSchema:
+		return "the schema allows no value here"
+	}
+	kw := k.KeywordPath()
+	if len(kw) == 0 {
+		return "the value does not match the input schema"
+	}
+	return strings.Join(kw, "/") + ": the value does not match the input schema"
+}
