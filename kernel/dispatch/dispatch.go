@@ -126,7 +126,7 @@ var decisionStages = []stage{
 	{name: "config", code: reason.ConfigInvalid, run: stageConfig},
 	{name: "lockfile", code: reason.LockfileError, run: stageLockfile},
 	{name: "artifact", code: reason.ArtifactMismatch, run: stageArtifact},
-	{name: "trust", code: reason.TrustUnavailable, run: stageTrust},
+	{name: "trust", code: reason.PluginUnavailable, run: stageTrust},
 	{name: "minimum_trust", code: reason.TrustBelowMinimum, run: stageMinimumTrust},
 	{name: "placement", code: reason.SandboxUnavailable, run: stagePlacement},
 	{name: "policy", code: reason.PolicyDenied, run: stagePolicy},
