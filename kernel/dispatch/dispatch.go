@@ -117,7 +117,7 @@ type stage struct {
 	name    string
 	code    reason.Code
 	run     func(ctx context.Context, st *state) error
-	timeout func(k *Kernel) time.Duration
+	timeout func(st *state) time.Duration // default: Kernel.StageTimeout
 }
 
 // decisionStages are the stages before the audit decision record, in order.
@@ -132,8 +132,13 @@ var decisionStages = []stage{
 	{name: "policy", code: reason.PolicyDenied, run: stagePolicy},
 	{name: "rate_limit", code: reason.RateLimited, run: stageRateLimit},
 	{name: "inspectors", code: reason.PluginUnavailable, run: stageInspectors},
-	{name: "prompt", code: reason.PolicyPrompt, run: stagePrompt, timeout: func(k *Kernel) time.Duration { return k.promptTimeout() }},
+	{name: "prompt", code: reason.PolicyPrompt, run: stagePrompt, timeout: func(st *state) time.Duration { return st.k.promptTimeout() }},
 }
+
+// executeStage runs the tool; its deadline is the tool timeout plus time to
+// kill and clean up.
+var executeStage = stage{name: "execute", code: reason.PluginUnavailable, run: stageExecute,
+	timeout: func(st *state) time.Duration { return st.set.timeout + 30*time.Second }}
 
 func (k *Kernel) stageTimeout() time.Duration {
 	if k.StageTimeout > 0 {
@@ -201,8 +206,7 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 		st.res.Reason = err.Error()
 		return st.res, err
 	}
-	execErr := runStage(ctx, k, stage{name: "execute", code: reason.PluginUnavailable, run: stageExecute,
-		timeout: func(k *Kernel) time.Duration { return st.set.timeout + 30*time.Second }}, st)
+	execErr := runStage(ctx, k, executeStage, st)
 	if execErr != nil {
 		st.res.Code = string(reason.CodeOf(execErr))
 		st.res.Reason = execErr.Error()
@@ -218,7 +222,7 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 func runStage(ctx context.Context, k *Kernel, s stage, st *state) error {
 	d := k.stageTimeout()
 	if s.timeout != nil {
-		d = s.timeout(k)
+		d = s.timeout(st)
 	}
 	sctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()

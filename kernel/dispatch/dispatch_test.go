@@ -1,0 +1,163 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/audit"
+	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// newHome makes a set-up AGENTNODE_HOME with the default config.
+func newHome(t *testing.T) *Kernel {
+	t.Helper()
+	dir := t.TempDir()
+	if _, _, err := config.Setup(home.ConfigPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home.AuditDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTNODE_CONFIG", "")
+	return &Kernel{HomeDir: dir, StageTimeout: 300 * time.Millisecond}
+}
+
+// withStages replaces the pipeline for one test.
+func withStages(t *testing.T, stages ...stage) {
+	t.Helper()
+	saved := decisionStages
+	decisionStages = stages
+	t.Cleanup(func() { decisionStages = saved })
+}
+
+func lastRecord(t *testing.T, k *Kernel) audit.Record {
+	t.Helper()
+	recs, err := audit.Tail(home.AuditDir(k.HomeDir), 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("tail: %v (%d records)", err, len(recs))
+	}
+	return recs[0]
+}
+
+func executeMustNotRun(t *testing.T) stage {
+	return stage{name: "reached", code: reason.PolicyDenied, run: func(context.Context, *state) error {
+		t.Error("a stage after the failing one ran")
+		return nil
+	}}
+}
+
+func TestStageFailuresDenyAndAudit(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(context.Context, *state) error
+		code reason.Code
+		msg  string
+	}{
+		{"panic", func(context.Context, *state) error { panic("boom") }, reason.RateLimited, "internal error in stage failing: boom"},
+		{"timeout", func(ctx context.Context, _ *state) error { time.Sleep(5 * time.Second); return nil }, reason.RateLimited, "did not finish within"},
+		{"uncoded error", func(context.Context, *state) error { return errors.New("disk on fire") }, reason.RateLimited, "disk on fire"},
+		{"coded error", func(context.Context, *state) error { return reason.New(reason.InputDenied, "bad input") }, reason.InputDenied, "bad input"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k := newHome(t)
+			withStages(t,
+				stage{name: "config", code: reason.ConfigInvalid, run: stageConfig},
+				stage{name: "failing", code: reason.RateLimited, run: c.run},
+				executeMustNotRun(t))
+			start := time.Now()
+			res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+			if err == nil {
+				t.Fatal("a failing stage was allowed")
+			}
+			if time.Since(start) > 3*time.Second {
+				t.Fatalf("stage deadline not enforced: %s", time.Since(start))
+			}
+			if got := reason.CodeOf(err); got != c.code {
+				t.Fatalf("code = %q, want %q (%v)", got, c.code, err)
+			}
+			if !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("error %q does not mention %q", err, c.msg)
+			}
+			if res.Decision != "deny" || res.Ran || res.Code != string(c.code) {
+				t.Fatalf("result %+v", res)
+			}
+			rec := lastRecord(t, k)
+			if rec.Decision != "deny" || rec.Code != string(c.code) || rec.Event != "decision" || rec.RequestID != res.RequestID {
+				t.Fatalf("audit record %+v", rec)
+			}
+		})
+	}
+}
+
+func TestDryRunAuditsNothing(t *testing.T) {
+	k := newHome(t)
+	withStages(t,
+		stage{name: "config", code: reason.ConfigInvalid, run: stageConfig},
+		stage{name: "failing", code: reason.PolicyDenied, run: func(context.Context, *state) error { return errors.New("no") }})
+	res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t", DryRun: true})
+	if err == nil || res.Decision != "deny" || !res.DryRun {
+		t.Fatalf("dry run: %+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(home.AuditDir(k.HomeDir), audit.FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dry run wrote the audit log: %v", err)
+	}
+}
+
+func TestAuditUnavailableBlocksExecution(t *testing.T) {
+	k := newHome(t)
+	// The audit directory is a file: nothing can be written.
+	auditDir := home.AuditDir(k.HomeDir)
+	if err := os.Remove(auditDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auditDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	withStages(t, stage{name: "config", code: reason.ConfigInvalid, run: stageConfig})
+	saved := executeStage
+	executeStage = stage{name: "execute", code: reason.PluginUnavailable, run: func(context.Context, *state) error {
+		ran = true
+		return nil
+	}}
+	t.Cleanup(func() { executeStage = saved })
+	res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+	if !errors.Is(err, reason.ErrAuditUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	if ran || res.Ran || res.Decision != "deny" {
+		t.Fatalf("executed without an audit record: ran=%v %+v", ran, res)
+	}
+}
+
+func TestMissingConfigIsNotSetUp(t *testing.T) {
+	k := &Kernel{HomeDir: t.TempDir()}
+	t.Setenv("AGENTNODE_CONFIG", "")
+	res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+	if !errors.Is(err, reason.ErrNotSetUp) || res.Decision != "deny" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// A refusal on an unset machine does not create the home.
+	if _, err := os.Stat(home.AuditDir(k.HomeDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("audit dir created on an unset machine: %v", err)
+	}
+}
+
+func TestPipelineOrder(t *testing.T) {
+	var names []string
+	for _, s := range decisionStages {
+		names = append(names, s.name)
+	}
+	want := "config lockfile artifact trust minimum_trust placement policy rate_limit inspectors prompt"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("pipeline order\n got %s\nwant %s", got, want)
+	}
+}
