@@ -47,7 +47,7 @@ func repoRoot() string {
 func build(bin, extra string) error {
 	root := repoRoot()
 	goBuild := func(out, pkg string) error {
-		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", out, pkg)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "seccomp", "-o", out, pkg)
 		cmd.Dir = root
 		cmd.Stderr = os.Stderr
 		return cmd.Run()

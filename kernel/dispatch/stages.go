@@ -13,6 +13,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/guard"
+	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
@@ -31,6 +32,15 @@ func stageConfig(_ context.Context, st *state) error {
 	st.env = policy.EnvFrom(st.k.Environ)
 	st.env.Interactive = st.k.Interactive
 	st.env.Root = st.k.Root
+	// Start the plugins the later stages will call now, so their launches
+	// overlap the lockfile, artifact and each other. Starting decides
+	// nothing: every result is still checked where it is used.
+	if st.k.Plugins != nil {
+		st.k.Plugins.Prestart(plugin.KindTrust, set.trustPlugin)
+		for _, name := range set.inspectors {
+			st.k.Plugins.Prestart(plugin.KindGuard, name)
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,7 +13,10 @@ func runeCount(s string) int { return utf8.RuneCountInString(s) }
 // secretPattern is one kind of credential recognised in input values.
 type secretPattern struct {
 	kind string
-	re   *regexp.Regexp
+	// hints are literals one of which every match contains: a cheap filter
+	// before the regular expression runs.
+	hints []string
+	re    *regexp.Regexp
 	// needDigit drops matches without a digit, so that long hyphenated
 	// words ("sk-" followed by prose) are not taken for keys.
 	needDigit bool
@@ -20,27 +24,31 @@ type secretPattern struct {
 
 // secretPatterns are checked in order; the first match names the kind.
 var secretPatterns = []secretPattern{
-	{kind: "Anthropic API key", re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{20,}`)},
-	{kind: "OpenAI API key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), needDigit: true},
-	{kind: "AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
-	{kind: "GitHub token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`)},
-	{kind: "Slack token", re: regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`)},
-	{kind: "Stripe live key", re: regexp.MustCompile(`\b(?:sk|rk)_live_[A-Za-z0-9]{16,}`)},
-	{kind: "Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`)},
-	{kind: "private key", re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)},
-	{kind: "JSON Web Token", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`)},
+	{kind: "Anthropic API key", hints: []string{"sk-ant-"}, re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{20,}`)},
+	{kind: "OpenAI API key", hints: []string{"sk-"}, re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), needDigit: true},
+	{kind: "AWS access key id", hints: []string{"AKIA", "ASIA"}, re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
+	{kind: "GitHub token", hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
+		re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})`)},
+	{kind: "Slack token", hints: []string{"xox"}, re: regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`)},
+	{kind: "Stripe live key", hints: []string{"_live_"}, re: regexp.MustCompile(`\b(?:sk|rk)_live_[A-Za-z0-9]{16,}`)},
+	{kind: "Google API key", hints: []string{"AIza"}, re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`)},
+	{kind: "private key", hints: []string{"PRIVATE KEY"}, re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)},
+	{kind: "JSON Web Token", hints: []string{"eyJ"}, re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`)},
 }
 
 // secretKind names the kind of credential s appears to contain, or "".
 func secretKind(s string) string {
 	for _, p := range secretPatterns {
+		if !slices.ContainsFunc(p.hints, func(h string) bool { return strings.Contains(s, h) }) {
+			continue
+		}
 		if !p.needDigit {
 			if p.re.MatchString(s) {
 				return p.kind
 			}
 			continue
 		}
-		for _, m := range p.re.FindAllString(s, 16) {
+		for _, m := range p.re.FindAllString(s, -1) {
 			if strings.ContainsAny(m, "0123456789") {
 				return p.kind
 			}
@@ -142,7 +150,7 @@ func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <
 var urlScheme = regexp.MustCompile(`(?i)[a-z][a-z0-9+.-]*://`)
 
 // hasURL reports whether s contains a URL with a scheme.
-func hasURL(s string) bool { return urlScheme.MatchString(s) }
+func hasURL(s string) bool { return strings.Contains(s, "://") && urlScheme.MatchString(s) }
 
 // shellTokenNames name the shell tokens, so reasons never quote input.
 var shellTokenNames = []struct {

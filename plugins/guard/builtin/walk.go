@@ -147,12 +147,14 @@ func (w *walker) key(c *container, key string) bool {
 	c.keyN++
 	c.key = key
 	c.wantKey = false
-	keyPath := w.containerPath(len(w.stack)-1) + ".<key #" + strconv.Itoa(c.keyN) + ">"
+	parent := w.containerPath(len(w.stack) - 1)
 	if c.keys[key] {
-		w.fs.deny(ruleDuplicateKey, keyPath, "the object repeats a key, so the tool could read a value that was not the one inspected")
+		w.fs.deny(ruleDuplicateKey, parent+w.schema.renderKey(c.schemas, key, c.keyN),
+			"the object repeats a key, so the tool could read a value that was not the one inspected")
 	}
 	c.keys[key] = true
-	w.checkString(key, keyPath, "an object key", nil, true)
+	// A finding about the key itself never shows the key.
+	w.checkString(key, parent+".<key #"+strconv.Itoa(c.keyN)+">", "an object key", nil, true)
 	return true
 }
 

@@ -1,0 +1,115 @@
+package test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// benchHome sets up an agentnode home with the echo tool installed, trusted
+// through the test trust plugin (no keychain needed), placed on the host.
+func benchHome(b *testing.B) (env []string, tool string) {
+	b.Helper()
+	dir := b.TempDir()
+	pkg := filepath.Join(dir, "pkg")
+	tool = filepath.Join(pkg, "bin", "echo")
+	if err := os.MkdirAll(filepath.Dir(tool), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", tool, "./tools/echo")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build echo tool: %v\n%s", err, out)
+	}
+	manifest := `manifest_version: "0.2"
+package_id: bench-tools
+package_type: toolpack
+name: Bench
+publisher: bench
+version: 1.0.0
+summary: Trivial tool for the cold-run benchmark
+runtime: exec
+capabilities:
+  tools:
+    - name: echo
+      description: Echo the input
+      entrypoint: bin/echo
+      action_type: read
+      input_schema: {type: object}
+permissions:
+  network: {level: none}
+  filesystem: {level: temp}
+  code_execution: {level: none}
+`
+	if err := os.WriteFile(filepath.Join(pkg, "agentnode.yaml"), []byte(manifest), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	env = append(os.Environ(), "AGENTNODE_HOME="+home, "AGENTNODE_NON_INTERACTIVE=1")
+	plugin := filepath.Join(home, "plugins", "agentnode-trust-faulty")
+	steps := [][]string{
+		{"setup"},
+		{"install", pkg},
+		{"config", "set", "sandbox.host_trust_policy", "default"},
+		{"config", "set", "trust.plugin", "faulty"},
+	}
+	for _, s := range steps {
+		cli(b, env, s...)
+	}
+	data, err := os.ReadFile(filepath.Join(extraDir, "agentnode-trust-faulty"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(plugin, data, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(plugin+".mode", []byte("ok\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cli(b, env, "plugins", "pin", plugin)
+	return env, tool
+}
+
+func cli(b *testing.B, env []string, args ...string) []byte {
+	b.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "agentnode"), args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("agentnode %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// BenchmarkColdRun is one complete `agentnode run` of a trivial host tool:
+// process start, config, artifact re-hash, trust plugin, Guard (policy and
+// the builtin inspector plugin), two fsynced audit records, the tool itself.
+// Compare with BenchmarkOSExecTool (goal: ≤ that + 30 ms).
+func BenchmarkColdRun(b *testing.B) {
+	env, _ := benchHome(b)
+	want := []byte(`"x":1`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out := cli(b, env, "run", "bench-tools", "echo", "--input", `{"x":1}`)
+		if !bytes.Contains(out, want) {
+			b.Fatalf("unexpected output %s", out)
+		}
+	}
+}
+
+// BenchmarkOSExecTool runs the same tool binary directly with os/exec.
+func BenchmarkOSExecTool(b *testing.B) {
+	_, tool := benchHome(b)
+	stdin := []byte(`{"tool":"echo","input":{"x":1}}` + "\n")
+	want := []byte(`"x":1`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(tool)
+		cmd.Stdin = bytes.NewReader(stdin)
+		out, err := cmd.Output()
+		if err != nil || !bytes.Contains(out, want) {
+			b.Fatalf("%v %s", err, out)
+		}
+	}
+}
