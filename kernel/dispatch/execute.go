@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/hostexec"
@@ -44,15 +45,15 @@ func stageExecute(ctx context.Context, st *state) error {
 	okFalse := false
 	if runErr != nil {
 		st.res.OK = &okFalse
-		if errors.Is(runErr, reason.ErrTimeout) {
+		switch {
+		case errors.Is(runErr, reason.ErrTimeout):
 			return reason.New(reason.Timeout, "tool %s/%s timed out after %s", st.pkg.ID, st.tool.Name, st.set.timeout)
+		case errors.Is(runErr, toolio.ErrOutputTooLarge):
+			// The tool ran and failed: it was stopped at the output limit.
+			st.res.Error = fmt.Sprintf("tool output exceeded %d bytes; the tool was stopped", toolio.MaxOutput)
+			return nil
 		}
 		return runErr
-	}
-	if out.StdoutTruncated {
-		st.res.OK = &okFalse
-		st.res.Error = "tool output exceeded the limit and the tool was stopped"
-		return nil
 	}
 	resp, err := toolio.DecodeResponse(out.Stdout)
 	if err != nil {

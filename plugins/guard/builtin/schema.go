@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -393,6 +394,11 @@ func validate(s *compiledSchema, input []byte, fs *findings) {
 		return
 	}
 	// The error tree is as deep as the schema and the input, both bounded.
+	// Its order is not stable (maps), so the leaves are sorted.
+	var leaves []finding
+	add := func(path, detail string) {
+		leaves = append(leaves, finding{sev: sevPrompt, rule: ruleSchema, path: path, detail: detail})
+	}
 	var visit func(e *jsonschema.ValidationError)
 	visit = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -405,13 +411,19 @@ func validate(s *compiledSchema, input []byte, fs *findings) {
 		switch k := e.ErrorKind.(type) {
 		case *kind.Required:
 			for _, name := range k.Missing {
-				fs.prompt(ruleSchema, path+s.renderKey(schemas, name, 0), "required: the property is missing")
+				add(path+s.renderKey(schemas, name, 0), "required: the property is missing")
 			}
 		default:
-			fs.prompt(ruleSchema, path, describe(e.ErrorKind))
+			add(path, describe(e.ErrorKind))
 		}
 	}
 	visit(ve)
+	slices.SortFunc(leaves, func(a, b finding) int {
+		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.detail, b.detail))
+	})
+	for _, f := range leaves {
+		fs.prompt(f.rule, f.path, f.detail)
+	}
 }
 
 // instancePath renders the instance location loc of doc as a JSON path and
