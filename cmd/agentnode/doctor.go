@@ -52,7 +52,7 @@ func newDoctorCmd() *cobra.Command {
 					if !c.OK {
 						mark = "FAIL"
 					}
-					line := fmt.Sprintf("%s %-16s %s", mark, c.Name, c.Detail)
+					line := fmt.Sprintf("%s %-22s %s", mark, c.Name, c.Detail)
 					if c.Code != "" {
 						line += " [" + c.Code + "]"
 					}
@@ -160,7 +160,7 @@ func checkImagePin(ref string) error {
 		return reason.New(reason.ImageUnpinned, "sandbox.image %q is not pinned by digest", ref)
 	}
 	if strings.Trim(digest, "0") == "" {
-		return reason.New(reason.ImageUnpinned, "sandbox.image has the placeholder digest; run `agentnode sandbox build`")
+		return reason.New(reason.ImageUnpinned, "sandbox.image has the placeholder (all-zero) digest: pin a real image by digest")
 	}
 	return nil
 }
