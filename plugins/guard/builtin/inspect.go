@@ -76,8 +76,9 @@ func (f finding) String() string {
 
 // findings collects findings, dropping exact repeats.
 type findings struct {
-	list []finding
-	seen map[finding]bool
+	list    []finding
+	seen    map[finding]bool
+	omitted int // findings counted but not listed (prompt level)
 }
 
 func (fs *findings) add(sev severity, rule, path, detail string) {
@@ -123,9 +124,11 @@ func (fs *findings) response() *guard.InspectResponse {
 			reasons = append(reasons, f.String())
 		}
 	}
-	if len(reasons) > MaxReasons {
-		more := len(reasons) - (MaxReasons - 1)
-		reasons = append(reasons[:MaxReasons-1], "and "+strconv.Itoa(more)+" more findings")
+	if total := len(reasons) + fs.omitted; total > MaxReasons {
+		if len(reasons) > MaxReasons-1 {
+			reasons = reasons[:MaxReasons-1]
+		}
+		reasons = append(reasons, "and "+strconv.Itoa(total-len(reasons))+" more findings")
 	}
 	return &guard.InspectResponse{Verdict: verdict, Reasons: reasons}
 }
@@ -178,10 +181,12 @@ func (in *Inspector) inspect(ctx context.Context, req *guard.InspectRequest) (*g
 		return fs.response(), nil
 	}
 
+	lk := newLookup(schema)
 	w := walker{
 		ctx:         ctx,
 		fs:          &fs,
 		schema:      schema,
+		lookup:      lk,
 		networkNone: networkNone(req.Permissions.NetworkLevel),
 	}
 	complete, err := w.walk(input)
@@ -193,8 +198,11 @@ func (in *Inspector) inspect(ctx context.Context, req *guard.InspectRequest) (*g
 		// already a deny, and the rest of the input is not looked at.
 		return fs.response(), nil
 	}
-	if schema != nil && schema.compiled != nil && !fs.denied() {
-		validate(schema, input, &fs)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if schema != nil && !fs.denied() {
+		validate(schema, lk, input, &fs)
 	}
 	return fs.response(), nil
 }

@@ -422,6 +422,9 @@ func TestFreeTextFromSchema(t *testing.T) {
 		{"anyOf with a short branch", map[string]any{"anyOf": []any{str(nil), str(map[string]any{"maxLength": 10})}}, guard.VerdictPrompt},
 		{"ref to free text", map[string]any{"$ref": "#/$defs/free"}, guard.VerdictAllow},
 		{"ref to short text", map[string]any{"$ref": "#/$defs/short"}, guard.VerdictPrompt},
+		// Too many alternatives: the look-up gives up (not free text).
+		{"100 alternatives", map[string]any{"anyOf": slices.Repeat([]any{str(nil)}, 100)}, guard.VerdictPrompt},
+		{"10 alternatives", map[string]any{"anyOf": slices.Repeat([]any{str(nil)}, 10)}, guard.VerdictAllow},
 		// The look-up gives up on the cycle (not free text); validation fails.
 		{"self ref cycle", map[string]any{"$ref": "#/properties/f"}, guard.VerdictPrompt},
 	} {
@@ -503,6 +506,17 @@ func TestRulePredicates(t *testing.T) {
 			t.Errorf("percentDecode(%q) = %q, want %q", s, got, want)
 		}
 	}
+	for s, want := range map[string]string{
+		"%2e%2E%2f": "../", "%252e": ".", "%25252525252e%2f": "./", "%25": "%", "%2525": "%", "%2525zz": "%zz",
+		"%zz": "%zz", "%2": "%2", "%": "%", "a%41b": "aAb", "100%": "100%",
+	} {
+		if got := deepDecode(s); got != want {
+			t.Errorf("deepDecode(%q) = %q, want %q", s, got, want)
+		}
+	}
+	if !hasTraversal(variants("%25252525252e%25252e%2F")[len(variants("%25252525252e%25252e%2F"))-1]) {
+		t.Error("deeply encoded traversal not decoded")
+	}
 }
 
 func TestSchemaCache(t *testing.T) {
@@ -531,5 +545,34 @@ func TestSchemaCache(t *testing.T) {
 	}
 	if _, p := c.get([]byte(`"a string"`)); p == "" {
 		t.Fatal("a string schema was accepted")
+	}
+}
+
+func TestKeys(t *testing.T) {
+	insp := NewInspector()
+	for _, tc := range []struct {
+		input  string
+		want   guard.Verdict
+		reason string
+	}{
+		{`{"doc":{"$schema":"x","$ref":"#/a","q":{"$gt":5}}}`, guard.VerdictAllow, ""},
+		{`{"m":{"a;b":1}}`, guard.VerdictPrompt, ruleShell + " at $.m.<key #1>"},
+		{`{"m":{"$(id)":1}}`, guard.VerdictPrompt, ruleShell + " at $.m.<key #1>"},
+		{`{"m":{"ok":1,"/etc/passwd":1}}`, guard.VerdictDeny, ruleAbsolute + " at $.m.<key #2>"},
+		{`{"m":{"https://x.test/":1}}`, guard.VerdictDeny, ruleURL + " at $.m.<key #1>"},
+		{`{"a":{"b":1},"a":{"c":2}}`, guard.VerdictDeny, ruleDuplicateKey + " at $.a"},
+		{`{"x":{"k":1},"y":{"k":1}}`, guard.VerdictAllow, ""}, // the same key in two objects
+		{`{"weird key!":"../x"}`, guard.VerdictDeny, ruleTraversal + " at $.<key #1>"},
+	} {
+		resp := check(t, insp, tc.input, nil, "none")
+		if resp.Verdict != tc.want || (tc.reason != "" && !hasReason(resp, tc.reason)) {
+			t.Errorf("%s: got %s %q, want %s with %q", tc.input, resp.Verdict, resp.Reasons, tc.want, tc.reason)
+		}
+	}
+	// A key the schema declares is shown even when it is not an identifier.
+	schema := `{"properties":{"weird key!":{"type":"string","maxLength":5}}}`
+	resp := check(t, insp, `{"weird key!":"a|b"}`, schema, "none")
+	if resp.Verdict != guard.VerdictPrompt || !hasReason(resp, ruleShell+` at $["weird key!"]`) {
+		t.Errorf("declared key: got %s %q", resp.Verdict, resp.Reasons)
 	}
 }

@@ -61,21 +61,59 @@ func secretKind(s string) string {
 const maxDecodeRounds = 3
 
 // variants returns s and, if it holds percent escapes, its percent-decoded
-// forms (repeatedly, for double encoding), so that %2e%2e%2f is seen as ../.
+// forms: decoded once, twice and three times, and decoded "deeply" (see
+// deepDecode), so that %2e%2e%2f and %252e%252e%252f are seen as ../.
 func variants(s string) []string {
 	out := []string{s}
+	if !strings.Contains(s, "%") {
+		return out
+	}
+	cur := s
 	for range maxDecodeRounds {
-		if !strings.Contains(s, "%") {
-			break
-		}
-		d := percentDecode(s)
-		if d == s {
+		d := percentDecode(cur)
+		if d == cur {
 			break
 		}
 		out = append(out, d)
-		s = d
+		cur = d
+	}
+	if d := deepDecode(s); !slices.Contains(out, d) {
+		out = append(out, d)
 	}
 	return out
+}
+
+// deepDecode decodes, in one pass, every escape encoded any number of
+// times: "%" followed by any number of "25" and then two hex digits
+// ("%2e", "%252e", "%25252e", ... all become ".").
+func deepDecode(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		if s[i] == '%' {
+			j := i + 1
+			for j+1 < len(s) && s[j] == '2' && s[j+1] == '5' {
+				j += 2
+			}
+			if j+1 < len(s) {
+				if h, ok := unhex(s[j]); ok {
+					if l, ok := unhex(s[j+1]); ok {
+						b.WriteByte(h<<4 | l)
+						i = j + 2
+						continue
+					}
+				}
+			}
+			if j > i+1 { // the last "25" was the escape: a "%"
+				b.WriteByte('%')
+				i = j
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
 }
 
 // percentDecode decodes every valid %XX escape and keeps everything else

@@ -150,16 +150,95 @@ const (
 	maxRefHops  = 16
 )
 
+// lookup finds the schemas that apply at a position of the input. It
+// memoizes, so that the elements of a long array or the same keys in many
+// objects cost one look-up each. A lookup belongs to one inspection; it is
+// not safe for concurrent use.
+type lookup struct {
+	s        *compiledSchema
+	root     []map[string]any
+	rootDone bool
+	memo     map[lookupKey][]map[string]any
+}
+
+// lookupKey identifies a look-up: the parent schemas (by the address of
+// their first element: memoized slices are shared, never modified), and a
+// key or an array index (-1: any index past the tuple part).
+type lookupKey struct {
+	parents *map[string]any
+	n       int
+	key     string
+	idx     int
+}
+
+func newLookup(s *compiledSchema) *lookup {
+	return &lookup{s: s, memo: make(map[lookupKey][]map[string]any)}
+}
+
 // rootSchemas are the schemas that apply to the whole input.
-func (s *compiledSchema) rootSchemas() []map[string]any {
-	if s == nil {
+func (l *lookup) rootSchemas() []map[string]any {
+	if l.s == nil {
 		return nil
 	}
-	return s.expand([]any{s.root})
+	if !l.rootDone {
+		l.root, l.rootDone = l.s.expand([]any{l.s.root}), true
+	}
+	return l.root
+}
+
+// property returns the schemas of the value of key in an object whose
+// schemas are parents.
+func (l *lookup) property(parents []map[string]any, key string) []map[string]any {
+	if l.s == nil || len(parents) == 0 {
+		return nil
+	}
+	k := lookupKey{parents: &parents[0], n: len(parents), key: key, idx: -2}
+	if v, ok := l.memo[k]; ok {
+		return v
+	}
+	v := l.s.property(parents, key)
+	l.memo[k] = v
+	return v
+}
+
+// item returns the schemas of element idx of an array whose schemas are
+// parents.
+func (l *lookup) item(parents []map[string]any, idx int) []map[string]any {
+	if l.s == nil || len(parents) == 0 {
+		return nil
+	}
+	at, n := idx, tupleLen(parents)
+	if idx >= n {
+		at = -1 // every element past the tuple part has the same schemas
+	}
+	k := lookupKey{parents: &parents[0], n: len(parents), idx: at}
+	if v, ok := l.memo[k]; ok {
+		return v
+	}
+	v := l.s.item(parents, idx)
+	l.memo[k] = v
+	return v
+}
+
+// tupleLen is the length of the longest tuple part (prefixItems, or a
+// draft 7 items array) among the schemas.
+func tupleLen(schemas []map[string]any) int {
+	n := 0
+	for _, m := range schemas {
+		if p, ok := m["prefixItems"].([]any); ok {
+			n = max(n, len(p))
+		}
+		if p, ok := m["items"].([]any); ok {
+			n = max(n, len(p))
+		}
+	}
+	return n
 }
 
 // expand returns the object schemas among ss plus those they reach through
-// local $ref, allOf, anyOf and oneOf, bounded by maxExpanded.
+// local $ref, allOf, anyOf and oneOf. When there are more than maxExpanded
+// it returns none: the position then counts as having no schema, which is
+// the conservative answer (not free text, not a URI).
 func (s *compiledSchema) expand(ss []any) []map[string]any {
 	if s == nil {
 		return nil
@@ -173,7 +252,10 @@ func (s *compiledSchema) expand(ss []any) []map[string]any {
 		queue = append(queue, item{v: v})
 	}
 	var out []map[string]any
-	for len(queue) > 0 && len(out) < maxExpanded {
+	for len(queue) > 0 {
+		if len(out) == maxExpanded || len(queue) > 4*maxExpanded {
+			return nil
+		}
 		it := queue[0]
 		queue = queue[1:]
 		m, ok := it.v.(map[string]any)
@@ -378,7 +460,7 @@ func number(v any) (float64, bool) {
 // validate checks input against the compiled schema and adds a prompt for
 // every failed leaf. Reasons name the keyword and the path, never the
 // value.
-func validate(s *compiledSchema, input []byte, fs *findings) {
+func validate(s *compiledSchema, l *lookup, input []byte, fs *findings) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
 	if err != nil {
 		fs.deny(ruleMalformed, "", "the input is not valid JSON")
@@ -394,10 +476,27 @@ func validate(s *compiledSchema, input []byte, fs *findings) {
 		return
 	}
 	// The error tree is as deep as the schema and the input, both bounded.
-	// Its order is not stable (maps), so the leaves are sorted.
-	var leaves []finding
-	add := func(path, detail string) {
-		leaves = append(leaves, finding{sev: sevPrompt, rule: ruleSchema, path: path, detail: detail})
+	// Its order is not stable (maps), so the leaves are ordered by location
+	// and only the first MaxReasons are kept (and get a rendered path); the
+	// rest are counted.
+	var (
+		best  []*leaf
+		total int
+	)
+	keep := func(lf *leaf) {
+		total++
+		if len(best) == MaxReasons && lf.compare(best[len(best)-1]) >= 0 {
+			return
+		}
+		i, found := slices.BinarySearchFunc(best, lf, (*leaf).compare)
+		if found {
+			total-- // the same finding again
+			return
+		}
+		best = slices.Insert(best, i, lf)
+		if len(best) > MaxReasons {
+			best = best[:MaxReasons]
+		}
 	}
 	var visit func(e *jsonschema.ValidationError)
 	visit = func(e *jsonschema.ValidationError) {
@@ -407,31 +506,66 @@ func validate(s *compiledSchema, input []byte, fs *findings) {
 			}
 			return
 		}
-		path, schemas := s.instancePath(doc, e.InstanceLocation)
-		switch k := e.ErrorKind.(type) {
-		case *kind.Required:
+		if k, ok := e.ErrorKind.(*kind.Required); ok {
 			for _, name := range k.Missing {
-				add(path+s.renderKey(schemas, name, 0), "required: the property is missing")
+				loc := append(slices.Clip(e.InstanceLocation), name)
+				keep(&leaf{loc: loc, detail: "required: the property is missing"})
 			}
-		default:
-			add(path, describe(e.ErrorKind))
+			return
 		}
+		keep(&leaf{loc: e.InstanceLocation, kind: e.ErrorKind})
 	}
 	visit(ve)
-	slices.SortFunc(leaves, func(a, b finding) int {
-		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.detail, b.detail))
-	})
-	for _, f := range leaves {
-		fs.prompt(f.rule, f.path, f.detail)
+	for _, lf := range best {
+		fs.prompt(ruleSchema, l.instancePath(doc, lf.loc), lf.describe())
 	}
+	fs.omitted += total - len(best)
 }
 
-// instancePath renders the instance location loc of doc as a JSON path and
-// returns the schemas of the value there.
-func (s *compiledSchema) instancePath(doc any, loc []string) (string, []map[string]any) {
+// leaf is one failed keyword at one instance location.
+type leaf struct {
+	loc    []string
+	kind   jsonschema.ErrorKind
+	detail string // describe(kind), computed when first needed
+}
+
+func (lf *leaf) describe() string {
+	if lf.detail == "" {
+		lf.detail = describe(lf.kind)
+	}
+	return lf.detail
+}
+
+// compare orders leaves by location, then by description.
+func (lf *leaf) compare(o *leaf) int {
+	return cmp.Or(compareLoc(lf.loc, o.loc), strings.Compare(lf.describe(), o.describe()))
+}
+
+// compareLoc orders instance locations element by element, array indexes
+// numerically.
+func compareLoc(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] == b[i] {
+			continue
+		}
+		x, errX := strconv.Atoi(a[i])
+		y, errY := strconv.Atoi(b[i])
+		if errX == nil && errY == nil {
+			if c := cmp.Compare(x, y); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a[i], b[i])
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// instancePath renders the instance location loc of doc as a JSON path. A
+// location past doc (a missing required property) is rendered as a key.
+func (l *lookup) instancePath(doc any, loc []string) string {
 	var b strings.Builder
 	b.WriteString("$")
-	cur, schemas := doc, s.rootSchemas()
+	cur, schemas := doc, l.rootSchemas()
 	for _, tok := range loc {
 		switch c := cur.(type) {
 		case []any:
@@ -442,16 +576,16 @@ func (s *compiledSchema) instancePath(doc any, loc []string) (string, []map[stri
 				continue
 			}
 			b.WriteString("[" + tok + "]")
-			cur, schemas = c[i], s.item(schemas, i)
+			cur, schemas = c[i], l.item(schemas, i)
 		case map[string]any:
-			b.WriteString(s.renderKey(schemas, tok, 0))
-			cur, schemas = c[tok], s.property(schemas, tok)
+			b.WriteString(l.s.renderKey(schemas, tok, 0))
+			cur, schemas = c[tok], l.property(schemas, tok)
 		default:
 			b.WriteString(".<key>")
 			cur, schemas = nil, nil
 		}
 	}
-	return b.String(), schemas
+	return b.String()
 }
 
 // describe says which keyword failed, quoting only the schema's limits,
@@ -492,6 +626,16 @@ func describe(k jsonschema.ErrorKind) string {
 		return "pattern: the value does not match the schema's pattern"
 	case *kind.FalseSchema:
 		return "the schema allows no value here"
+	case *kind.Not:
+		return "not: the value matches a schema it must not match"
+	case *kind.RefCycle:
+		return "the input schema's references form a cycle here"
+	case *kind.UniqueItems:
+		return "uniqueItems: the array repeats an item"
+	case *kind.OneOf:
+		return "oneOf: the value does not match exactly one alternative"
+	case *kind.AnyOf:
+		return "anyOf: the value matches none of the alternatives"
 	}
 	kw := k.KeywordPath()
 	if len(kw) == 0 {

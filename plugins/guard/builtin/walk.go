@@ -30,6 +30,7 @@ type walker struct {
 	ctx         context.Context
 	fs          *findings
 	schema      *compiledSchema // nil: no input schema
+	lookup      *lookup
 	networkNone bool
 
 	stack []*container
@@ -164,8 +165,9 @@ func (w *walker) value(s string) {
 }
 
 // checkString applies the string rules to s, found at path. schemas are the
-// schemas of the value (none for keys: a key is never free text and never
-// declared a URI).
+// schemas of the value; for keys there are none: a key is never free text
+// and never declared a URI, but a "$name" key ("$ref", "$gt") is not shell
+// syntax.
 func (w *walker) checkString(s, path, what string, schemas []map[string]any, isKey bool) {
 	if len(s) > MaxStringChars && runeCount(s) > MaxStringChars {
 		w.fs.deny(ruleString, path, fmt.Sprintf("%s is longer than %d characters", what, MaxStringChars))
@@ -185,7 +187,11 @@ func (w *walker) checkString(s, path, what string, schemas []map[string]any, isK
 			w.fs.deny(ruleURL, path, fmt.Sprintf("%s holds a URL but the package declares network none", what))
 		}
 	}
-	if isKey || !w.schema.isFreeText(schemas) {
+	shell := isKey || !w.schema.isFreeText(schemas)
+	if isKey && strings.HasPrefix(s, "$") && plainKey.MatchString(s[1:]) {
+		shell = false // "$ref", "$gt": JSON Schema and query-style keys
+	}
+	if shell {
 		if names := shellTokens(s); names != "" {
 			w.fs.prompt(ruleShell, path, fmt.Sprintf("%s outside a free-text field contains shell syntax (%s)", what, names))
 		}
@@ -194,17 +200,14 @@ func (w *walker) checkString(s, path, what string, schemas []map[string]any, isK
 
 // valueSchemas returns the schemas of the value at the current position.
 func (w *walker) valueSchemas() []map[string]any {
-	if w.schema == nil {
-		return nil
-	}
 	top := w.top()
 	switch {
 	case top == nil:
-		return w.schema.rootSchemas()
+		return w.lookup.rootSchemas()
 	case top.obj:
-		return w.schema.property(top.schemas, top.key)
+		return w.lookup.property(top.schemas, top.key)
 	default:
-		return w.schema.item(top.schemas, top.idx)
+		return w.lookup.item(top.schemas, top.idx)
 	}
 }
 
