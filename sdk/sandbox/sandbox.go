@@ -58,6 +58,9 @@ func validReason(r string) bool {
 // AvailabilityRequest asks whether the backend can run the given image now.
 type AvailabilityRequest struct {
 	Image string // name@sha256:...
+	// Rootfs is the host path of the image's unpacked root filesystem, for
+	// backends that run from a directory (libcontainer); empty otherwise.
+	Rootfs string
 }
 
 // AvailabilityResponse says whether the backend can run. When Available is
@@ -81,6 +84,8 @@ type Spec struct {
 	RunID      string
 	Image      string   // name@sha256:...
 	PackageDir string   // host path, mounted read-only at /pack
+	Rootfs     string   // host path of the unpacked image (libcontainer)
+	ImageID    string   // the image's config digest, sha256:... (Docker, Podman)
 	Args       []string // argv inside the container
 	Env        []string // KEY=VALUE, already filtered by the host
 	Limits     Limits
@@ -163,6 +168,8 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 		RunId:      s.RunID,
 		Image:      s.Image,
 		PackageDir: s.PackageDir,
+		Rootfs:     s.Rootfs,
+		ImageId:    s.ImageID,
 		Args:       s.Args,
 		Env:        s.Env,
 		Limits: &pb.Limits{
@@ -186,6 +193,8 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 		RunID:      p.GetRunId(),
 		Image:      p.GetImage(),
 		PackageDir: p.GetPackageDir(),
+		Rootfs:     p.GetRootfs(),
+		ImageID:    p.GetImageId(),
 		Args:       p.GetArgs(),
 		Env:        p.GetEnv(),
 		Limits: Limits{
@@ -217,7 +226,7 @@ type server struct {
 func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
 
 func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*pb.AvailabilityResponse, error) {
-	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage()})
+	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), Rootfs: r.GetRootfs()})
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +437,7 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 	if req == nil {
 		return nil, errors.New("sandbox: nil AvailabilityRequest")
 	}
-	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image})
+	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, Rootfs: req.Rootfs})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox plugin: availability: %w", err)
 	}

@@ -22,8 +22,11 @@ const (
 )
 
 type AvailabilityRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // name@sha256:...
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // name@sha256:...
+	// Host path of the image's unpacked, verified root filesystem, for
+	// backends that run from a directory (libcontainer). Empty otherwise.
+	Rootfs        string `protobuf:"bytes,2,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -61,6 +64,13 @@ func (*AvailabilityRequest) Descriptor() ([]byte, []int) {
 func (x *AvailabilityRequest) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *AvailabilityRequest) GetRootfs() string {
+	if x != nil {
+		return x.Rootfs
 	}
 	return ""
 }
@@ -195,15 +205,21 @@ func (x *Limits) GetTmpBytes() int64 {
 }
 
 type RunSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Image         string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`                             // name@sha256:...
-	PackageDir    string                 `protobuf:"bytes,3,opt,name=package_dir,json=packageDir,proto3" json:"package_dir,omitempty"` // host path, mounted read-only at /pack
-	Args          []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`                               // argv inside the container
-	Env           []string               `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`                                 // KEY=VALUE, already filtered by the host
-	Limits        *Limits                `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Network       bool                   `protobuf:"varint,8,opt,name=network,proto3" json:"network,omitempty"` // false: loopback only
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RunId      string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Image      string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`                             // name@sha256:...
+	PackageDir string                 `protobuf:"bytes,3,opt,name=package_dir,json=packageDir,proto3" json:"package_dir,omitempty"` // host path, mounted read-only at /pack
+	Args       []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`                               // argv inside the container
+	Env        []string               `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`                                 // KEY=VALUE, already filtered by the host
+	Limits     *Limits                `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	TimeoutMs  int64                  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Network    bool                   `protobuf:"varint,8,opt,name=network,proto3" json:"network,omitempty"` // false: loopback only
+	// Host path of the image's unpacked, verified root filesystem (see
+	// AvailabilityRequest.rootfs).
+	Rootfs string `protobuf:"bytes,9,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
+	// The image's config digest (sha256:...), which Docker and Podman report
+	// as the image ID: backends check it before every run.
+	ImageId       string `protobuf:"bytes,10,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -292,6 +308,20 @@ func (x *RunSpec) GetNetwork() bool {
 		return x.Network
 	}
 	return false
+}
+
+func (x *RunSpec) GetRootfs() string {
+	if x != nil {
+		return x.Rootfs
+	}
+	return ""
+}
+
+func (x *RunSpec) GetImageId() string {
+	if x != nil {
+		return x.ImageId
+	}
+	return ""
 }
 
 type RunInput struct {
@@ -571,9 +601,10 @@ var File_agentnode_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentnode/v1/sandbox.proto\x12\fagentnode.v1\x1a\x19agentnode/v1/common.proto\"+\n" +
+	"\x1aagentnode/v1/sandbox.proto\x12\fagentnode.v1\x1a\x19agentnode/v1/common.proto\"C\n" +
 	"\x13AvailabilityRequest\x12\x14\n" +
-	"\x05image\x18\x01 \x01(\tR\x05image\"d\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
+	"\x06rootfs\x18\x02 \x01(\tR\x06rootfs\"d\n" +
 	"\x14AvailabilityResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
@@ -582,7 +613,7 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xe4\x01\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\x97\x02\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -593,7 +624,10 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\x06limits\x18\x06 \x01(\v2\x14.agentnode.v1.LimitsR\x06limits\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12\x18\n" +
-	"\anetwork\x18\b \x01(\bR\anetwork\"y\n" +
+	"\anetwork\x18\b \x01(\bR\anetwork\x12\x16\n" +
+	"\x06rootfs\x18\t \x01(\tR\x06rootfs\x12\x19\n" +
+	"\bimage_id\x18\n" +
+	" \x01(\tR\aimageId\"y\n" +
 	"\bRunInput\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.agentnode.v1.RunSpecH\x00R\x04spec\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
