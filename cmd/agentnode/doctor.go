@@ -1,18 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 func init() { register(newDoctorCmd) }
@@ -134,9 +136,9 @@ func runDoctor() *doctorReport {
 
 	sandboxOK := false
 	if cfg != nil {
-		imgOK := add("sandbox image", checkImagePin(cfg.Sandbox.Image), cfg.Sandbox.Image)
-		backendErr := reason.New(reason.SandboxUnavailable, "sandbox backend %q: sandboxed execution is not available in this version", cfg.Sandbox.Backend)
-		sandboxOK = add("sandbox backend", backendErr, cfg.Sandbox.Backend) && imgOK
+		img, err := image.Resolve(dir, cfg.Sandbox.Image)
+		imgOK := add("sandbox image", err, cfg.Sandbox.Image+" resolves (digest and rootfs verified)")
+		sandboxOK = add("sandbox backend", checkBackend(dir, cfg.Sandbox.Backend, img), cfg.Sandbox.Backend+" available") && imgOK
 	}
 	rep.SandboxReady = rep.HostReady && sandboxOK
 	return rep
@@ -154,13 +156,27 @@ func checkAuditDir(dir string) error {
 	return os.Remove(name)
 }
 
-func checkImagePin(ref string) error {
-	_, digest, ok := strings.Cut(ref, "@sha256:")
-	if !ok || len(digest) != 64 {
-		return reason.New(reason.ImageUnpinned, "sandbox.image %q is not pinned by digest", ref)
+// checkBackend starts the configured backend plugin and asks it whether it
+// can run the image.
+func checkBackend(homeDir, backend string, img *image.Image) error {
+	host := pluginhost.New(pluginhost.Options{HomeDir: homeDir})
+	defer host.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), host.CallTimeout())
+	defer cancel()
+	client, err := host.Sandbox(ctx, backend)
+	if err != nil {
+		return err
 	}
-	if strings.Trim(digest, "0") == "" {
-		return reason.New(reason.ImageUnpinned, "sandbox.image has the placeholder (all-zero) digest: pin a real image by digest")
+	req := &sandbox.AvailabilityRequest{}
+	if img != nil {
+		req.Image, req.Rootfs = img.Ref, img.Rootfs
+	}
+	resp, err := client.Availability(ctx, req)
+	if err != nil {
+		return pluginhost.CallError(pluginhost.Key(plugin.KindSandbox, backend), err)
+	}
+	if !resp.Available {
+		return reason.New(reason.SandboxUnavailable, "%s: %s (%s)", backend, resp.Reason, resp.Detail)
 	}
 	return nil
 }

@@ -14,11 +14,13 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // Placements.
@@ -109,6 +111,8 @@ type state struct {
 	denyCode reason.Code    // code to use if verdict ends as deny
 	denyWhy  string
 	log      *audit.Log
+	img      *image.Image    // resolved sandbox image (sandbox placement)
+	sandbox  *sandbox.Client // the backend that said it is available
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no

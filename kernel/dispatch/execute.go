@@ -1,31 +1,84 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
+
+// toolRun is what a finished tool process left, wherever it ran.
+type toolRun struct {
+	exitCode int
+	stdout   []byte
+	stderr   []byte
+	flooded  bool // stdout exceeded toolio.MaxOutput and the tool was stopped
+}
 
 // stageExecute runs the tool where placement said, speaking the tool I/O
 // protocol, and fills the outcome. A tool that ran and failed is not an
 // error of the pipeline: it sets OK=false and a non-zero exit code.
 func stageExecute(ctx context.Context, st *state) error {
-	if st.res.Placement != PlacementHost {
-		// Placement refuses sandboxed runs before the decision record; this
-		// is the last line of defence.
-		return reason.New(reason.SandboxUnavailable, "placement %q cannot execute in this version", st.res.Placement)
-	}
 	stdin, err := toolio.EncodeRequest(st.tool.Name, st.req.Input)
 	if err != nil {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
 	start := time.Now()
-	out, runErr := hostexec.Run(ctx, &hostexec.Request{
+	var run *toolRun
+	switch st.res.Placement {
+	case PlacementHost:
+		run, err = runOnHost(ctx, st, stdin)
+	case PlacementSandbox:
+		run, err = runInSandbox(ctx, st, stdin)
+	default:
+		err = reason.New(reason.SandboxUnavailable, "placement %q cannot execute", st.res.Placement)
+	}
+	ms := time.Since(start).Milliseconds()
+	st.res.DurationMS = &ms
+	okFalse := false
+	if run != nil {
+		st.res.Ran = true
+		st.res.Stderr = string(run.stderr)
+		code := run.exitCode
+		st.res.ExitCode = &code
+	}
+	if err != nil {
+		st.res.OK = &okFalse
+		return err
+	}
+	if run.flooded {
+		st.res.OK = &okFalse
+		st.res.Error = fmt.Sprintf("tool output exceeded %d bytes; the tool was stopped", toolio.MaxOutput)
+		return nil
+	}
+	resp, err := toolio.DecodeResponse(run.stdout)
+	if err != nil {
+		st.res.OK = &okFalse
+		st.res.Error = "tool output violates the tool I/O protocol: " + err.Error()
+		return nil
+	}
+	ok := resp.OK && run.exitCode == 0
+	st.res.OK = &ok
+	if resp.OK {
+		st.res.Output = resp.Result
+	} else {
+		st.res.Error = resp.Error
+	}
+	if resp.OK && run.exitCode != 0 {
+		st.res.Error = "tool reported ok but exited non-zero"
+	}
+	return nil
+}
+
+func runOnHost(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
+	out, err := hostexec.Run(ctx, &hostexec.Request{
 		PackageDir: st.pkg.Dir,
 		Entrypoint: st.tool.Entrypoint,
 		Stdin:      stdin,
@@ -34,42 +87,88 @@ func stageExecute(ctx context.Context, st *state) error {
 		MaxStdout:  toolio.MaxOutput,
 		MaxStderr:  toolio.MaxStderr,
 	})
-	ms := time.Since(start).Milliseconds()
-	st.res.DurationMS = &ms
-	st.res.Ran = true
+	var run *toolRun
 	if out != nil {
-		st.res.Stderr = string(out.Stderr)
-		code := out.ExitCode
-		st.res.ExitCode = &code
+		run = &toolRun{exitCode: out.ExitCode, stdout: out.Stdout, stderr: out.Stderr, flooded: out.StdoutTruncated}
 	}
-	okFalse := false
-	if runErr != nil {
-		st.res.OK = &okFalse
-		switch {
-		case errors.Is(runErr, reason.ErrTimeout):
-			return reason.New(reason.Timeout, "tool %s/%s timed out after %s", st.pkg.ID, st.tool.Name, st.set.timeout)
-		case errors.Is(runErr, toolio.ErrOutputTooLarge):
-			// The tool ran and failed: it was stopped at the output limit.
-			st.res.Error = fmt.Sprintf("tool output exceeded %d bytes; the tool was stopped", toolio.MaxOutput)
-			return nil
-		}
-		return runErr
+	switch {
+	case err == nil:
+		return run, nil
+	case errors.Is(err, reason.ErrTimeout):
+		return run, reason.New(reason.Timeout, "tool %s/%s timed out after %s", st.pkg.ID, st.tool.Name, st.set.timeout)
+	case errors.Is(err, toolio.ErrOutputTooLarge):
+		run.flooded = true
+		return run, nil
 	}
-	resp, err := toolio.DecodeResponse(out.Stdout)
-	if err != nil {
-		st.res.OK = &okFalse
-		st.res.Error = "tool output violates the tool I/O protocol: " + err.Error()
-		return nil
-	}
-	ok := resp.OK && out.ExitCode == 0
-	st.res.OK = &ok
-	if resp.OK {
-		st.res.Output = resp.Result
-	} else {
-		st.res.Error = resp.Error
-	}
-	if resp.OK && out.ExitCode != 0 {
-		st.res.Error = "tool reported ok but exited non-zero"
-	}
-	return nil
+	return run, err
 }
+
+// runInSandbox runs the tool through the backend that placement checked.
+// The container gets nothing from the host environment.
+func runInSandbox(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
+	stdout := &cappedBuffer{max: toolio.MaxOutput}
+	stderr := &cappedBuffer{max: toolio.MaxStderr, drop: true}
+	resp, err := st.sandbox.Run(ctx, &sandbox.RunRequest{
+		Spec: sandbox.Spec{
+			RunID:      "an-" + st.res.RequestID,
+			Image:      st.img.Ref,
+			ImageID:    st.img.ConfigDigest,
+			Rootfs:     st.img.Rootfs,
+			PackageDir: st.pkg.Dir,
+			Args:       []string{path.Join("/pack", st.tool.Entrypoint)},
+			Limits:     st.set.limits,
+			Timeout:    st.set.timeout,
+			Network:    false,
+		},
+		Stdin:  bytes.NewReader(stdin),
+		Stdout: stdout,
+		Stderr: stderr,
+	})
+	run := &toolRun{stdout: stdout.Bytes(), stderr: stderr.Bytes(), flooded: stdout.exceeded}
+	if resp != nil {
+		run.exitCode = resp.ExitCode
+	}
+	if err != nil && !stdout.exceeded {
+		return nil, sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+	}
+	if resp != nil && !resp.CleanupVerified {
+		return run, reason.New(reason.SandboxUnavailable,
+			"sandbox backend %s could not prove the container was removed after the run", st.set.backend)
+	}
+	if resp != nil && resp.TimedOut {
+		return run, reason.New(reason.Timeout, "tool %s/%s timed out after %s", st.pkg.ID, st.tool.Name, st.set.timeout)
+	}
+	if resp == nil && !stdout.exceeded {
+		return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s returned no result", st.set.backend)
+	}
+	return run, nil
+}
+
+// errOutputLimit stops a backend's stdout stream at the protocol limit.
+var errOutputLimit = errors.New("tool output limit reached")
+
+// cappedBuffer keeps at most max bytes. Past the limit it either fails the
+// write (stdout: the backend must stop the tool) or drops silently (stderr).
+type cappedBuffer struct {
+	buf      bytes.Buffer
+	max      int
+	drop     bool
+	exceeded bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	room := c.max - c.buf.Len()
+	if len(p) <= room {
+		return c.buf.Write(p)
+	}
+	if room > 0 {
+		c.buf.Write(p[:room])
+	}
+	c.exceeded = true
+	if c.drop {
+		return len(p), nil
+	}
+	return 0, errOutputLimit
+}
+
+func (c *cappedBuffer) Bytes() []byte { return c.buf.Bytes() }

@@ -8,6 +8,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
@@ -18,6 +19,8 @@ type settings struct {
 	trustPlugin         string
 	hostTrustPolicy     string
 	backend             string
+	image               string
+	limits              sandbox.Limits
 	timeout             time.Duration
 	guardStrict         bool
 	guardGlobal         map[policy.Action]policy.Verdict
@@ -41,6 +44,7 @@ func loadSettings(path string, environ []string) (*settings, error) {
 		trustPlugin:         c.Trust.Plugin,
 		hostTrustPolicy:     c.Sandbox.HostTrustPolicy,
 		backend:             c.Sandbox.Backend,
+		image:               c.Sandbox.Image,
 		timeout:             time.Duration(c.Sandbox.Limits.TimeoutSeconds) * time.Second,
 		guardStrict:         c.Guard.Strict || envTrue(environ, "AGENTNODE_GUARD_STRICT"),
 		guardGlobal:         map[policy.Action]policy.Verdict{},
@@ -71,6 +75,15 @@ func loadSettings(path string, environ []string) (*settings, error) {
 		}
 		s.overrides[tool] = verdict
 	}
+	mem, err := c.Sandbox.Limits.MemoryBytes()
+	if err != nil {
+		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits.memory: %w", path, err)
+	}
+	tmp, err := c.Sandbox.Limits.TmpSizeBytes()
+	if err != nil {
+		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits.tmp_size: %w", path, err)
+	}
+	s.limits = sandbox.Limits{MemoryBytes: mem, Pids: c.Sandbox.Limits.Pids, CPUs: c.Sandbox.Limits.CPUs, TmpBytes: tmp}
 	if s.timeout <= 0 {
 		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits.timeout_seconds must be positive", path)
 	}

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
@@ -159,12 +161,38 @@ func stagePlacement(ctx context.Context, st *state) error {
 	return checkSandbox(ctx, st)
 }
 
-// checkSandbox confirms the configured backend can run the package. Sandbox
-// backends arrive with the sandbox issue: until then every sandboxed
-// placement is refused — never a fallback to another backend or the host.
-func checkSandbox(_ context.Context, st *state) error {
-	return reason.New(reason.SandboxUnavailable, "trust %s requires the sandbox (backend %s), and sandboxed execution is %w",
-		st.res.Trust, st.set.backend, errStageUnavailable)
+// checkSandbox confirms the configured backend can run the package now: the
+// pinned image resolves (digest checked), the backend plugin is pinned and
+// up, and it reports itself available. Any failure refuses — never another
+// backend, never the host.
+func checkSandbox(ctx context.Context, st *state) error {
+	img, err := image.Resolve(st.k.HomeDir, st.set.image)
+	if err != nil {
+		return err
+	}
+	client, err := st.k.Plugins.Sandbox(ctx, st.set.backend)
+	if err != nil {
+		return sandboxError(st.set.backend, err)
+	}
+	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, Rootfs: img.Rootfs})
+	if err != nil {
+		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+	}
+	if !resp.Available {
+		return reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)",
+			st.set.backend, resp.Reason, resp.Detail)
+	}
+	st.img, st.sandbox = img, client
+	return nil
+}
+
+// sandboxError turns "the backend plugin is missing or broken" into
+// sandbox_unavailable; a pin problem stays plugin_unpinned.
+func sandboxError(backend string, err error) error {
+	if reason.CodeOf(err) == reason.PluginUnavailable {
+		return reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
+	}
+	return err
 }
 
 // stagePolicy applies Guard's policy engine.

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+func init() { register(newSandboxCmd) }
+
+func newSandboxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Build, inspect and pin the sandbox image",
+		Long: `The sandbox image is built locally and reproducibly from the host's
+statically linked busybox (Debian's busybox-static) and always addressed by
+digest: sandbox.image pins name@sha256:<manifest digest>, and the digest is
+checked before every sandboxed run. Nothing is ever pulled implicitly.
+See specs/image.md.`,
+	}
+	cmd.AddCommand(newSandboxBuildCmd(), newSandboxStatusCmd(), newSandboxPullCmd())
+	return cmd
+}
+
+// sandboxConfig returns the home directory and the config path and config,
+// refusing when agentnode is not set up.
+func sandboxConfig() (string, string, *config.Config, error) {
+	dir, err := home.Dir()
+	if err != nil {
+		return "", "", nil, reason.New(reason.NotSetUp, "%w", err)
+	}
+	path := home.ConfigPath(dir)
+	cfg, err := config.Load(path)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return dir, path, cfg, nil
+}
+
+// engineLoad is the outcome of loading the image into one engine.
+type engineLoad struct {
+	Engine string `json:"engine"`
+	Loaded bool   `json:"loaded"`
+	Error  string `json:"error,omitempty"`
+}
+
+type buildReport struct {
+	image.Image
+	Tag string `json:"tag"`
+	// Config is what happened to sandbox.image: "set" (it was the
+	// placeholder), "unchanged" (already this image) or "kept" (it pins
+	// another image; Hint says how to switch).
+	Config  string       `json:"config"`
+	Current string       `json:"configured_image"`
+	Hint    string       `json:"hint,omitempty"`
+	Engines []engineLoad `json:"engines"`
+}
+
+func newSandboxBuildCmd() *cobra.Command {
+	var jsonOut bool
+	var busybox string
+	cmd := &cobra.Command{
+		Use:   "build",
+		Short: "Build the default sandbox image, unpack it and load it into Docker/Podman",
+		Long: `build makes the default sandbox image from a statically linked busybox
+(default /bin/busybox), writes it into the OCI layout under
+AGENTNODE_HOME/images/oci, unpacks it read-only for libcontainer, and loads
+it into Docker and Podman when their CLIs are installed (a load failure is a
+warning). The same busybox always gives the same digest.
+
+If sandbox.image is still the placeholder, it is set to the new image.
+Otherwise it is left alone and the command to switch is printed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, cfgPath, cfg, err := sandboxConfig()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			img, err := image.Build(dir, image.BuildOptions{BusyboxPath: busybox})
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			rep := buildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.Image, Engines: []engineLoad{}}
+			for _, e := range image.Engines {
+				if _, err := image.EngineCLI(e); err != nil {
+					continue
+				}
+				l := engineLoad{Engine: e, Loaded: true}
+				if err := image.Load(img, e); err != nil {
+					l.Loaded, l.Error = false, err.Error()
+				}
+				rep.Engines = append(rep.Engines, l)
+			}
+			switch cfg.Sandbox.Image {
+			case img.Ref:
+				rep.Config = "unchanged"
+			case config.PlaceholderImage:
+				if err := config.Set(cfgPath, "sandbox.image", img.Ref); err != nil {
+					return fail(cmd, jsonOut, err)
+				}
+				rep.Config, rep.Current = "set", img.Ref
+			default:
+				rep.Config = "kept"
+				rep.Hint = "agentnode config set sandbox.image " + img.Ref
+			}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			w, ew := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			fmt.Fprintf(w, "image:     %s\n", img.Ref)
+			fmt.Fprintf(w, "tag:       %s\n", rep.Tag)
+			fmt.Fprintf(w, "image ID:  %s (config digest)\n", img.ConfigDigest)
+			fmt.Fprintf(w, "rootfs:    %s\n", img.Rootfs)
+			fmt.Fprintf(w, "layout:    %s\n", img.Layout)
+			for _, l := range rep.Engines {
+				if l.Loaded {
+					fmt.Fprintf(w, "loaded into %s\n", l.Engine)
+				} else {
+					fmt.Fprintf(ew, "agentnode: warning: not loaded into %s: %s\n", l.Engine, l.Error)
+				}
+			}
+			switch rep.Config {
+			case "set":
+				fmt.Fprintf(w, "sandbox.image set to %s\n", img.Ref)
+			case "unchanged":
+				fmt.Fprintln(w, "sandbox.image already pins this image")
+			default:
+				fmt.Fprintf(w, "sandbox.image pins %s; to use the new image:\n  %s\n", cfg.Sandbox.Image, rep.Hint)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&busybox, "busybox", image.DefaultBusybox, "statically linked busybox to build from")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+// imageStatus is one image in the status report.
+type imageStatus struct {
+	image.Image
+	Resolves bool   `json:"resolves"`
+	Code     string `json:"code,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	// Engines maps docker/podman to "present", "absent" or why it could not
+	// be asked; engines whose CLI is not installed are left out.
+	Engines map[string]string `json:"engines"`
+}
+
+type statusReport struct {
+	// OK is true when the configured image resolves (same as Resolves).
+	OK         bool          `json:"ok"`
+	Configured string        `json:"configured_image"`
+	Resolves   bool          `json:"resolves"`
+	Code       string        `json:"code,omitempty"`
+	Detail     string        `json:"detail"`
+	Images     []imageStatus `json:"images"`
+}
+
+func newSandboxStatusCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the configured image, whether it resolves, and the images on this machine",
+		Long: `status shows sandbox.image and whether it resolves (the check made before
+every run: pinned, present, digests and rootfs verified), the images in the
+local OCI layout and which container engines have them. It exits 0 when the
+configured image resolves and 1 when it does not.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, _, cfg, err := sandboxConfig()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			rep := statusReport{Configured: cfg.Sandbox.Image, Images: []imageStatus{}}
+			if _, err := image.Resolve(dir, cfg.Sandbox.Image); err != nil {
+				rep.Code, rep.Detail = string(reason.CodeOf(err)), err.Error()
+			} else {
+				rep.OK, rep.Resolves, rep.Detail = true, true, "OK: digests and rootfs verified"
+			}
+			imgs, err := image.Status(dir)
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			for _, img := range imgs {
+				st := imageStatus{Image: img, Engines: map[string]string{}}
+				if r, err := image.Resolve(dir, img.Ref); err != nil {
+					st.Code, st.Detail = string(reason.CodeOf(err)), err.Error()
+				} else {
+					st.Image, st.Resolves = *r, true
+				}
+				if st.ConfigDigest != "" {
+					for _, e := range image.Engines {
+						ok, err := image.Present(&st.Image, e)
+						switch {
+						case errors.Is(err, image.ErrEngineNotInstalled):
+						case err != nil:
+							st.Engines[e] = err.Error()
+						case ok:
+							st.Engines[e] = "present"
+						default:
+							st.Engines[e] = "absent"
+						}
+					}
+				}
+				rep.Images = append(rep.Images, st)
+			}
+			if jsonOut {
+				_ = writeJSON(cmd.OutOrStdout(), rep)
+			} else {
+				printStatus(cmd, &rep)
+			}
+			if !rep.Resolves {
+				return exitWith(reason.ExitFailed)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+func printStatus(cmd *cobra.Command, rep *statusReport) {
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "sandbox.image: %s\n", rep.Configured)
+	if rep.Resolves {
+		fmt.Fprintf(w, "resolves:      %s\n", rep.Detail)
+	} else {
+		fmt.Fprintf(w, "resolves:      no [%s] %s\n", rep.Code, rep.Detail)
+	}
+	if len(rep.Images) == 0 {
+		fmt.Fprintln(w, "images:        none (run `agentnode sandbox build`)")
+		return
+	}
+	fmt.Fprintln(w, "images:")
+	for _, img := range rep.Images {
+		mark := "ok  "
+		if !img.Resolves {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %s\n", mark, img.Ref)
+		fmt.Fprintf(w, "       image ID %s\n", orNone(img.ConfigDigest))
+		fmt.Fprintf(w, "       rootfs   %s\n", orNone(img.Rootfs))
+		if !img.Resolves {
+			fmt.Fprintf(w, "       [%s] %s\n", img.Code, img.Detail)
+		}
+		for _, e := range image.Engines {
+			if s, ok := img.Engines[e]; ok {
+				fmt.Fprintf(w, "       %-8s %s\n", e, s)
+			}
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+var pinnedRef = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$`)
+
+func newSandboxPullCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "pull REF@sha256:DIGEST",
+		Short: "Fetch an image by digest (not supported yet; never by tag)",
+		Long: `pull fetches an image by its manifest digest only, never by tag. Pulling
+from a registry is not supported yet: build the image locally with
+` + "`agentnode sandbox build`" + `.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, _, err := sandboxConfig(); err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			ref := args[0]
+			if !pinnedRef.MatchString(ref) {
+				return fail(cmd, jsonOut, usageError(
+					"sandbox pull %q: images are pulled by digest only: want NAME@sha256:<64 hex digits>, never a tag", ref))
+			}
+			if _, _, err := image.ParseRef(ref); err != nil {
+				return fail(cmd, jsonOut, usageError("sandbox pull %q: %v", ref, err))
+			}
+			return fail(cmd, jsonOut, usageError(
+				"sandbox pull %s: pulling from a registry is not supported yet; build the image with `agentnode sandbox build`", ref))
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,460 @@
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/agentnode/agentnode/kernel/home"
+)
+
+// DefaultBusybox is where Debian's busybox-static installs busybox.
+const DefaultBusybox = "/bin/busybox"
+
+// maxBusybox bounds the busybox binary read into memory.
+const maxBusybox = 64 << 20
+
+// ErrNotStatic is returned by Build for a busybox that is not a statically
+// linked ELF executable: it would not run in the image, which has no libc.
+var ErrNotStatic = errors.New("busybox is not a statically linked executable")
+
+// epoch is the only timestamp in the image: every tar entry's mtime, the
+// config's created and the history entry's created (SOURCE_DATE_EPOCH=0).
+var epoch = time.Unix(0, 0).UTC()
+
+// Applets are the busybox applets linked into /bin (each /bin/<applet> is a
+// symlink to busybox).
+var Applets = []string{
+	"cat", "dd", "echo", "env", "false", "grep", "head", "hostname", "id", "ls",
+	"mkdir", "mount", "nc", "printf", "ps", "sed", "sh", "sleep", "test", "touch",
+	"tr", "true", "uname", "wc", "whoami", "yes",
+}
+
+// Users and groups of the image: root and the sandbox user 1000:1000 the
+// profile runs as.
+const (
+	passwdFile = "root:x:0:0:root:/:/bin/sh\nsandbox:x:1000:1000:sandbox:/sandbox-home:/bin/sh\n"
+	groupFile  = "root:x:0:\nsandbox:x:1000:\n"
+	hostsFile  = "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
+)
+
+// emptyDirs are the directories of the image besides /bin, /etc and /usr:
+// mount points the sandbox profile mounts over (they must exist, as the
+// rootfs is read-only) and /usr/bin.
+var emptyDirs = []string{"dev", "pack", "proc", "sandbox-home", "sys", "tmp"}
+
+// BuildOptions are the inputs of Build besides the home directory.
+type BuildOptions struct {
+	// BusyboxPath is the statically linked busybox to copy into the image;
+	// empty means DefaultBusybox.
+	BusyboxPath string
+}
+
+// Build builds the default sandbox image from opts.BusyboxPath, writes it
+// into the OCI layout of homeDir (annotated with its tag), unpacks its
+// rootfs for libcontainer and returns it. The same busybox bytes always give
+// the same image: building again is a no-op apart from repairing a layout
+// blob or rootfs that no longer matches.
+func Build(homeDir string, opts BuildOptions) (*Image, error) {
+	bb := opts.BusyboxPath
+	if bb == "" {
+		bb = DefaultBusybox
+	}
+	bin, arch, err := readBusybox(bb)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := newLayer(rootfsTar(bin))
+	if err != nil {
+		return nil, err
+	}
+	img, err := imageFor(layer, arch, bin)
+	if err != nil {
+		return nil, err
+	}
+	return store(homeDir, img, layer)
+}
+
+// readBusybox reads the busybox at path and checks that it is a statically
+// linked ELF executable for a supported architecture. It returns the bytes
+// and the image architecture (GOARCH spelling).
+func readBusybox(path string) ([]byte, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("busybox: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", fmt.Errorf("busybox: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("busybox %s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBusybox+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("busybox: %w", err)
+	}
+	if len(data) > maxBusybox {
+		return nil, "", fmt.Errorf("busybox %s is larger than %d bytes", path, maxBusybox)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s is not an ELF file: %w", ErrNotStatic, path, err)
+	}
+	defer ef.Close()
+	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
+		return nil, "", fmt.Errorf("%w: %s is an ELF %s, not an executable", ErrNotStatic, path, ef.Type)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			interp, _ := io.ReadAll(io.LimitReader(p.Open(), 4096))
+			return nil, "", fmt.Errorf("%w: %s is dynamically linked (interpreter %s); install busybox-static",
+				ErrNotStatic, path, strings.TrimRight(string(interp), "\x00"))
+		}
+	}
+	if libs, err := ef.ImportedLibraries(); err == nil && len(libs) > 0 {
+		return nil, "", fmt.Errorf("%w: %s needs shared libraries %v; install busybox-static", ErrNotStatic, path, libs)
+	}
+	var arch string
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		arch = "amd64"
+	case elf.EM_AARCH64:
+		arch = "arm64"
+	default:
+		return nil, "", fmt.Errorf("busybox %s is for %s, not amd64 or arm64", path, ef.Machine)
+	}
+	if !bytes.Contains(data, []byte("BusyBox v")) {
+		return nil, "", fmt.Errorf("%s is a static executable but not busybox", path)
+	}
+	return data, arch, nil
+}
+
+// tarEntry is one file of the image's layer.
+type tarEntry struct {
+	name string // relative, no leading "./"; directories end in "/"
+	typ  byte
+	mode int64
+	body []byte
+	link string
+}
+
+// rootfsTar returns the layer's uncompressed tar: sorted entries, every
+// entry owned by 0:0 with mtime epoch, USTAR format.
+func rootfsTar(busybox []byte) []byte {
+	dir := func(n string) tarEntry { return tarEntry{name: n + "/", typ: tar.TypeDir, mode: 0o755} }
+	file := func(n string, mode int64, body string) tarEntry {
+		return tarEntry{name: n, typ: tar.TypeReg, mode: mode, body: []byte(body)}
+	}
+	entries := []tarEntry{
+		dir("bin"), dir("etc"), dir("usr"), dir("usr/bin"),
+		{name: "bin/busybox", typ: tar.TypeReg, mode: 0o755, body: busybox},
+		file("etc/passwd", 0o644, passwdFile),
+		file("etc/group", 0o644, groupFile),
+		file("etc/hosts", 0o644, hostsFile),
+		// #!/usr/bin/env shebangs are common in tool packages.
+		{name: "usr/bin/env", typ: tar.TypeSymlink, mode: 0o777, link: "/bin/busybox"},
+	}
+	for _, d := range emptyDirs {
+		entries = append(entries, dir(d))
+	}
+	for _, a := range Applets {
+		entries = append(entries, tarEntry{name: "bin/" + a, typ: tar.TypeSymlink, mode: 0o777, link: "busybox"})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		hdr := &tar.Header{
+			Typeflag: e.typ,
+			Name:     e.name,
+			Linkname: e.link,
+			Mode:     e.mode,
+			Size:     int64(len(e.body)),
+			ModTime:  epoch,
+			Format:   tar.FormatUSTAR,
+		}
+		// Writes to a bytes.Buffer cannot fail; a header error would be a
+		// bug in the fixed entries above.
+		if err := tw.WriteHeader(hdr); err != nil {
+			panic(fmt.Sprintf("image: tar header %s: %v", e.name, err))
+		}
+		if _, err := tw.Write(e.body); err != nil {
+			panic(fmt.Sprintf("image: tar body %s: %v", e.name, err))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		panic(fmt.Sprintf("image: tar close: %v", err))
+	}
+	return buf.Bytes()
+}
+
+// layer is a gzip-compressed layer held in memory. Its gzip stream has no
+// name and mtime 0 and is made by compress/gzip at BestCompression, so the
+// same tar always gives the same digest with a given Go toolchain.
+type layer struct {
+	tar, gz        []byte
+	digest, diffID v1.Hash
+}
+
+func newLayer(tarBytes []byte) (*layer, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, fmt.Errorf("gzip layer: %w", err)
+	}
+	// zw.Header is zero: no name, no comment, mtime 0.
+	if _, err := zw.Write(tarBytes); err != nil {
+		return nil, fmt.Errorf("gzip layer: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("gzip layer: %w", err)
+	}
+	l := &layer{tar: tarBytes, gz: buf.Bytes()}
+	l.digest = sha256Hash(l.gz)
+	l.diffID = sha256Hash(l.tar)
+	return l, nil
+}
+
+func sha256Hash(b []byte) v1.Hash {
+	sum := sha256.Sum256(b)
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+}
+
+func (l *layer) Digest() (v1.Hash, error) { return l.digest, nil }
+func (l *layer) DiffID() (v1.Hash, error) { return l.diffID, nil }
+func (l *layer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.gz)), nil
+}
+func (l *layer) Uncompressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.tar)), nil
+}
+func (l *layer) Size() (int64, error)                { return int64(len(l.gz)), nil }
+func (l *layer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
+
+var _ v1.Layer = (*layer)(nil)
+
+// imageFor assembles the image: OCI media types, a fixed config and the one
+// layer.
+func imageFor(l *layer, arch string, busybox []byte) (v1.Image, error) {
+	cfg := &v1.ConfigFile{
+		Architecture: arch,
+		OS:           "linux",
+		Created:      v1.Time{Time: epoch},
+		Config: v1.Config{
+			User:       "1000:1000",
+			Env:        []string{"PATH=/bin:/usr/bin"},
+			WorkingDir: "/tmp",
+			Cmd:        []string{"/bin/sh"},
+		},
+		RootFS: v1.RootFS{Type: "layers"},
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err := mutate.ConfigFile(img, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	img, err = mutate.Append(img, mutate.Addendum{
+		Layer: l,
+		History: v1.History{
+			Created:   v1.Time{Time: epoch},
+			CreatedBy: "agentnode sandbox build: busybox " + sha256Hash(busybox).String(),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("image layer: %w", err)
+	}
+	return img, nil
+}
+
+// store writes img into the layout of homeDir, records it in index.json and
+// unpacks its rootfs, all under the images lock.
+func store(homeDir string, img v1.Image, l *layer) (*Image, error) {
+	imagesDir := home.ImagesDir(homeDir)
+	if err := os.MkdirAll(imagesDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create images directory: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(imagesDir, ".lock"))
+	if err != nil {
+		return nil, fmt.Errorf("lock images directory: %w", err)
+	}
+	defer unlock()
+
+	layoutDir := LayoutDir(homeDir)
+	if err := initLayout(layoutDir); err != nil {
+		return nil, err
+	}
+	rawCfg, err := img.RawConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	rawManifest, err := img.RawManifest()
+	if err != nil {
+		return nil, fmt.Errorf("image manifest: %w", err)
+	}
+	mDigest := sha256Hash(rawManifest)
+	cDigest := sha256Hash(rawCfg)
+	for _, b := range [][]byte{l.gz, rawCfg, rawManifest} {
+		if err := writeBlob(layoutDir, b); err != nil {
+			return nil, err
+		}
+	}
+	out := &Image{
+		Ref:            DefaultName + "@" + mDigest.String(),
+		Name:           DefaultName,
+		ManifestDigest: mDigest.String(),
+		ConfigDigest:   cDigest.String(),
+		Layout:         layoutDir,
+		Rootfs:         RootfsDir(homeDir, mDigest.Hex),
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	desc := v1.Descriptor{
+		MediaType:   types.OCIManifestSchema1,
+		Digest:      mDigest,
+		Size:        int64(len(rawManifest)),
+		Annotations: map[string]string{RefNameAnnotation: out.Tag()},
+		Platform:    &v1.Platform{Architecture: cfg.Architecture, OS: cfg.OS},
+	}
+	if err := addToIndex(layoutDir, desc); err != nil {
+		return nil, err
+	}
+	if err := unpack(homeDir, mDigest.Hex, cfg.RootFS.DiffIDs, bytes.NewReader(l.tar)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// initLayout creates the OCI layout's oci-layout file and an empty
+// index.json if they are missing.
+func initLayout(layoutDir string) error {
+	if err := os.MkdirAll(filepath.Join(layoutDir, "blobs", "sha256"), 0o755); err != nil {
+		return fmt.Errorf("create image layout: %w", err)
+	}
+	marker := filepath.Join(layoutDir, "oci-layout")
+	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
+		if err := writeFileAtomic(marker, []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+			return fmt.Errorf("create image layout: %w", err)
+		}
+	}
+	idx := filepath.Join(layoutDir, "index.json")
+	if _, err := os.Stat(idx); errors.Is(err, fs.ErrNotExist) {
+		data, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{}})
+		if err != nil {
+			return fmt.Errorf("create image index: %w", err)
+		}
+		if err := writeFileAtomic(idx, data, 0o644); err != nil {
+			return fmt.Errorf("create image index: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeBlob stores b under its sha256 in the layout, atomically. A blob that
+// is already there with the right content is left alone; one with other
+// content is replaced.
+func writeBlob(layoutDir string, b []byte) error {
+	h := sha256Hash(b)
+	p := blobPath(layoutDir, h.Hex)
+	if existing, err := os.ReadFile(p); err == nil && sha256Hash(existing) == h {
+		return nil
+	}
+	if err := writeFileAtomic(p, b, 0o644); err != nil {
+		return fmt.Errorf("write blob %s: %w", h, err)
+	}
+	return nil
+}
+
+// addToIndex adds desc to index.json unless a descriptor with the same digest
+// and tag is there already.
+func addToIndex(layoutDir string, desc v1.Descriptor) error {
+	idx, err := readIndex(layoutDir)
+	if err != nil {
+		return err
+	}
+	for _, d := range idx.Manifests {
+		if d.Digest == desc.Digest && d.Annotations[RefNameAnnotation] == desc.Annotations[RefNameAnnotation] {
+			return nil
+		}
+	}
+	if idx.SchemaVersion == 0 {
+		idx.SchemaVersion = 2
+	}
+	if idx.MediaType == "" {
+		idx.MediaType = types.OCIImageIndex
+	}
+	idx.Manifests = append(idx.Manifests, desc)
+	data, err := json.Marshal(idx)
+	if err != nil {
+		return fmt.Errorf("write image index: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(layoutDir, "index.json"), data, 0o644); err != nil {
+		return fmt.Errorf("write image index: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(perm); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

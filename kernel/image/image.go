@@ -1,0 +1,300 @@
+// Package image builds, stores and verifies agentnode's sandbox images.
+//
+// The default image is built locally and reproducibly from the host's
+// statically linked busybox (Debian's busybox-static) with
+// go-containerregistry: one layer, fixed timestamps and ownership, sorted tar
+// entries, deterministic gzip and a fixed image config, so the same busybox
+// bytes always give the same manifest digest. Images live in an OCI image
+// layout under home.ImagesDir(home)/oci; each one is also unpacked, read-only,
+// under home.ImagesDir(home)/rootfs/<manifest hex>/ for libcontainer, with a
+// tree hash recorded beside it; and it can be loaded into Docker or Podman.
+//
+// Images are always addressed by digest (name@sha256:<manifest>). Resolve is
+// the check made before every sandboxed run: it refuses an unpinned or
+// placeholder reference (reason.ErrImageUnpinned), a missing image
+// (reason.ErrSandboxUnavailable, "image_missing") and any blob or rootfs that
+// does not match its digest (reason.ErrImageDigestMismatch). Nothing is ever
+// pulled implicitly. specs/image.md describes the image and the layout.
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// DefaultName is the repository name of the image Build makes.
+const DefaultName = "agentnode/sandbox"
+
+// RefNameAnnotation is the index.json annotation that names an image in the
+// OCI layout (name:<short digest>).
+const RefNameAnnotation = "org.opencontainers.image.ref.name"
+
+// ImageMissing is the word in the message of a refusal because the image is
+// not on this machine (the sandbox SDK's availability reason of that name).
+const ImageMissing = "image_missing"
+
+// maxMetaBlob bounds a manifest, config or index read from the layout.
+const maxMetaBlob = 4 << 20
+
+// Image is an image in the local store.
+type Image struct {
+	Ref            string `json:"ref"`             // name@sha256:<manifest hex>
+	Name           string `json:"name"`            // repository name, e.g. agentnode/sandbox
+	ManifestDigest string `json:"manifest_digest"` // sha256:...
+	ConfigDigest   string `json:"config_digest"`   // sha256:..., the image ID of docker/podman
+	Rootfs         string `json:"rootfs"`          // unpacked root filesystem (libcontainer)
+	Layout         string `json:"layout"`          // OCI image layout path
+}
+
+// Tag is the tag the image gets in the OCI layout and in Docker/Podman:
+// name:<first 12 hex digits of the manifest digest>.
+func (img *Image) Tag() string {
+	return img.Name + ":" + shortHex(img.ManifestDigest)
+}
+
+func shortHex(digest string) string {
+	h := strings.TrimPrefix(digest, "sha256:")
+	if len(h) > 12 {
+		h = h[:12]
+	}
+	return h
+}
+
+// LayoutDir is the OCI image layout of homeDir.
+func LayoutDir(homeDir string) string { return filepath.Join(home.ImagesDir(homeDir), "oci") }
+
+// RootfsBase is the directory holding the unpacked root filesystems.
+func RootfsBase(homeDir string) string { return filepath.Join(home.ImagesDir(homeDir), "rootfs") }
+
+// RootfsDir is where the image with manifest digest hex is unpacked.
+func RootfsDir(homeDir, manifestHex string) string {
+	return filepath.Join(RootfsBase(homeDir), manifestHex)
+}
+
+// markerPath is the tree-hash marker beside a rootfs.
+func markerPath(homeDir, manifestHex string) string {
+	return filepath.Join(RootfsBase(homeDir), manifestHex+".treehash")
+}
+
+func blobPath(layoutDir, hexDigest string) string {
+	return filepath.Join(layoutDir, "blobs", "sha256", hexDigest)
+}
+
+// refPattern is sandbox.image's pattern in specs/schema/config.schema.json
+// (lower case only), narrowed to the distribution reference grammar: an
+// optional registry host[:port]/, then path components separated by single
+// slashes, then @sha256: and 64 hex digits.
+var refPattern = regexp.MustCompile(`^(` +
+	`(?:` + hostPart + `(?:\.` + hostPart + `)*(?::[0-9]+)?/)?` +
+	pathPart + `(?:/` + pathPart + `)*` +
+	`)@sha256:([0-9a-f]{64})$`)
+
+const (
+	hostPart = `(?:[a-z0-9]|[a-z0-9][a-z0-9-]*[a-z0-9])`
+	pathPart = `[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*`
+)
+
+var zeroHex = strings.Repeat("0", 64)
+
+// ParseRef splits a pinned reference name@sha256:<64 hex> into the
+// repository name and the 64 hex digits of the manifest digest. Anything
+// else, and the all-zero placeholder digest, is reason.ErrImageUnpinned.
+func ParseRef(ref string) (repo, manifestHex string, err error) {
+	m := refPattern.FindStringSubmatch(ref)
+	if m == nil {
+		return "", "", reason.New(reason.ImageUnpinned,
+			"sandbox image %q is not pinned: want name@sha256:<64 hex digits> (tags are never used)", ref)
+	}
+	if _, err := name.NewRepository(m[1], name.WeakValidation); err != nil {
+		return "", "", reason.New(reason.ImageUnpinned, "sandbox image %q is not pinned: bad name: %w", ref, err)
+	}
+	if m[2] == zeroHex {
+		return "", "", reason.New(reason.ImageUnpinned,
+			"sandbox image %q is the placeholder: run `agentnode sandbox build` to build the image and pin its digest", ref)
+	}
+	return m[1], m[2], nil
+}
+
+// Resolve is the check made before every sandboxed run. ref must be
+// name@sha256:<64 hex> and not the placeholder (else ErrImageUnpinned); the
+// manifest and config blobs must be in the layout (else ErrSandboxUnavailable,
+// "image_missing") and hash to their digests, and the unpacked rootfs must
+// exist and hash to the tree hash recorded when it was unpacked (else
+// ErrImageDigestMismatch).
+func Resolve(homeDir, ref string) (*Image, error) {
+	repo, mhex, err := ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	img := &Image{
+		Ref:            ref,
+		Name:           repo,
+		ManifestDigest: "sha256:" + mhex,
+		Layout:         LayoutDir(homeDir),
+		Rootfs:         RootfsDir(homeDir, mhex),
+	}
+	m, err := readManifest(img.Layout, mhex)
+	if err != nil {
+		return nil, err
+	}
+	img.ConfigDigest = m.Config.Digest.String()
+	cfg, err := readConfig(img.Layout, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyRootfs(homeDir, mhex, cfg); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// readVerified reads the blob hexDigest from the layout and checks that it
+// hashes to its name. what names the blob in errors.
+func readVerified(layoutDir, hexDigest, what string) ([]byte, error) {
+	p := blobPath(layoutDir, hexDigest)
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, reason.New(reason.SandboxUnavailable,
+			"%s: %s sha256:%s is not in the image layout %s; run `agentnode sandbox build`",
+			ImageMissing, what, hexDigest, layoutDir)
+	}
+	if err != nil {
+		return nil, reason.New(reason.SandboxUnavailable, "%s: read %s: %w", ImageMissing, what, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxMetaBlob+1))
+	if err != nil {
+		return nil, reason.New(reason.SandboxUnavailable, "%s: read %s: %w", ImageMissing, what, err)
+	}
+	if len(data) > maxMetaBlob {
+		return nil, reason.New(reason.ImageDigestMismatch, "%s sha256:%s in %s is larger than %d bytes", what, hexDigest, layoutDir, maxMetaBlob)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != hexDigest {
+		return nil, reason.New(reason.ImageDigestMismatch,
+			"%s blob %s hashes to sha256:%s, not sha256:%s: the image layout was modified; rebuild with `agentnode sandbox build`",
+			what, p, got, hexDigest)
+	}
+	return data, nil
+}
+
+func readManifest(layoutDir, mhex string) (*v1.Manifest, error) {
+	data, err := readVerified(layoutDir, mhex, "manifest")
+	if err != nil {
+		return nil, err
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(data))
+	if err != nil {
+		return nil, reason.New(reason.ImageDigestMismatch, "manifest sha256:%s is not an image manifest: %w", mhex, err)
+	}
+	switch m.MediaType {
+	case types.OCIManifestSchema1, types.DockerManifestSchema2:
+	default:
+		return nil, reason.New(reason.ImageDigestMismatch, "manifest sha256:%s has media type %q, not an image manifest", mhex, m.MediaType)
+	}
+	if m.Config.Digest.Algorithm != "sha256" || len(m.Config.Digest.Hex) != 64 {
+		return nil, reason.New(reason.ImageDigestMismatch, "manifest sha256:%s names config %q, not a sha256 digest", mhex, m.Config.Digest)
+	}
+	return m, nil
+}
+
+func readConfig(layoutDir string, m *v1.Manifest) (*v1.ConfigFile, error) {
+	data, err := readVerified(layoutDir, m.Config.Digest.Hex, "image config")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := v1.ParseConfigFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, reason.New(reason.ImageDigestMismatch, "image config %s is not an image config: %w", m.Config.Digest, err)
+	}
+	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
+		return nil, reason.New(reason.ImageDigestMismatch, "image config %s lists %d layers, the manifest %d",
+			m.Config.Digest, len(cfg.RootFS.DiffIDs), len(m.Layers))
+	}
+	return cfg, nil
+}
+
+// Status lists the images in the OCI layout of homeDir, in index order. An
+// absent layout is no images. The images are not verified: use Resolve on
+// their Ref for that. ConfigDigest is empty when the manifest blob cannot be
+// read.
+func Status(homeDir string) ([]Image, error) {
+	layoutDir := LayoutDir(homeDir)
+	idx, err := readIndex(layoutDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Image
+	for _, d := range idx.Manifests {
+		if d.Digest.Algorithm != "sha256" || !isImageManifest(d.MediaType) {
+			continue
+		}
+		repo := DefaultName
+		if n := d.Annotations[RefNameAnnotation]; n != "" {
+			if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
+				n = n[:i]
+			}
+			repo = n
+		}
+		img := Image{
+			Ref:            repo + "@" + d.Digest.String(),
+			Name:           repo,
+			ManifestDigest: d.Digest.String(),
+			Layout:         layoutDir,
+		}
+		if fi, err := os.Lstat(RootfsDir(homeDir, d.Digest.Hex)); err == nil && fi.IsDir() {
+			img.Rootfs = RootfsDir(homeDir, d.Digest.Hex)
+		}
+		if m, err := readManifest(layoutDir, d.Digest.Hex); err == nil {
+			img.ConfigDigest = m.Config.Digest.String()
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+func isImageManifest(mt types.MediaType) bool {
+	return mt == types.OCIManifestSchema1 || mt == types.DockerManifestSchema2
+}
+
+// readIndex reads index.json of the layout. A missing layout wraps
+// fs.ErrNotExist.
+func readIndex(layoutDir string) (*v1.IndexManifest, error) {
+	f, err := os.Open(filepath.Join(layoutDir, "index.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read image index: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxMetaBlob+1))
+	if err != nil {
+		return nil, fmt.Errorf("read image index: %w", err)
+	}
+	if len(data) > maxMetaBlob {
+		return nil, fmt.Errorf("image index %s is larger than %d bytes", f.Name(), maxMetaBlob)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("image index %s: %w", f.Name(), err)
+	}
+	return &idx, nil
+}
