@@ -10,3 +10,17 @@ import "embed"
 //
 //go:embed schema/*.json
 var Schemas embed.FS
+
+// Sandbox holds specs/sandbox/*.json: profile.json, the hardened OCI
+// runtime-spec profile every sandbox backend honours. Read it through
+// sdk/sandbox/profile, which also fills in the seccomp profile.
+//
+//go:embed sandbox/*.json
+var Sandbox embed.FS
+
+// Seccomp holds specs/seccomp/*.json: agentnode.json, the sandbox's seccomp
+// profile in Docker's format (also accepted by Podman). sdk/sandbox/profile
+// converts it to the runtime-spec's LinuxSeccomp.
+//
+//go:embed seccomp/*.json
+var Seccomp embed.FS

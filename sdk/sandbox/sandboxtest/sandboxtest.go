@@ -1,10 +1,3 @@
-// Package sandboxtest runs a sandbox.Backend through the real go-plugin gRPC
-// path in memory, so backend authors can test without building a binary.
-//
-// The conformance and escape suite every backend must pass (observing the
-// hardened profile from inside the container, identically for libcontainer,
-// Docker and Podman) will live here too; it is tracked in a separate issue
-// and not written yet.
 package sandboxtest
 
 import (

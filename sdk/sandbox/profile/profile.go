@@ -1,0 +1,374 @@
+// Package profile is the hardened sandbox profile every sandbox backend
+// honours, as Go values: specs/sandbox/profile.json (an OCI runtime-spec
+// document) with the seccomp profile of specs/seccomp/agentnode.json filled
+// in, and the same profile filled for one run.
+//
+// Base returns the profile itself; ForRun fills it for a sandbox.Spec (root
+// filesystem, argv, environment, the package mount and the resource limits)
+// and validates the inputs. libcontainer backends hand ForRun's result to
+// runc's specconv; Docker and Podman backends map it onto their own
+// options and pass SeccompDockerJSON to the engine. Every call returns a
+// fresh deep copy: callers may modify what they get. All functions are safe
+// for concurrent use.
+//
+// Field-by-field reasons are in specs/sandbox/README.md and
+// specs/seccomp/README.md.
+package profile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/sdk/sandbox"
+	agentspecs "github.com/agentnode/agentnode/specs"
+)
+
+const (
+	// HomeDir is the sandbox user's HOME: a 16 MiB tmpfs owned by uid 1000.
+	HomeDir = "/sandbox-home"
+	// PackDir is where the package directory is mounted, read-only.
+	PackDir = "/pack"
+)
+
+// Paths and defaults the code relies on; the values live in profile.json.
+const (
+	profileFile = "sandbox/profile.json"
+	tmpDir      = "/tmp"
+	// cpuPeriod is the CFS period ForRun uses, in microseconds (100 ms, as
+	// Docker's --cpus does).
+	cpuPeriod = 100000
+	// minCPUQuota is the smallest CFS quota the kernel accepts (1 ms).
+	minCPUQuota = 1000
+	// maxCPUQuota is the largest CFS quota the kernel accepts (2^44-1 µs).
+	maxCPUQuota = 1<<44 - 1
+	// minMemoryBytes is the smallest memory limit ForRun accepts: Docker's
+	// minimum (6 MiB); less cannot even start the container's init.
+	minMemoryBytes = 6 << 20
+)
+
+// profileJSON is the embedded profile, read once.
+var profileJSON = mustRead(agentspecs.Sandbox, profileFile)
+
+func mustRead(fsys fs.FS, name string) []byte {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		panic(fmt.Sprintf("profile: embedded specs/%s: %v", name, err))
+	}
+	return b
+}
+
+// Base returns a fresh deep copy of the hardened profile with its seccomp
+// profile filled in. It is not runnable as is: the root path, the argv and
+// the /pack mount's source are empty until ForRun fills them.
+func Base() (*specs.Spec, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("profile: the sandbox profile supports x86_64 only, not %s", runtime.GOARCH)
+	}
+	dec := json.NewDecoder(bytes.NewReader(profileJSON))
+	dec.DisallowUnknownFields()
+	var s specs.Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("profile: specs/%s: %w", profileFile, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("profile: specs/%s: data after the profile", profileFile)
+	}
+	if s.Process == nil || s.Root == nil || s.Linux == nil {
+		return nil, fmt.Errorf("profile: specs/%s: process, root and linux are required", profileFile)
+	}
+	if s.Linux.Seccomp != nil {
+		return nil, fmt.Errorf("profile: specs/%s: linux.seccomp must not be inlined (it comes from specs/%s)", profileFile, seccompFile)
+	}
+	sc, err := Seccomp()
+	if err != nil {
+		return nil, err
+	}
+	s.Linux.Seccomp = sc
+	if err := checkHardened(&s); err != nil {
+		return nil, fmt.Errorf("profile: specs/%s: %w", profileFile, err)
+	}
+	return &s, nil
+}
+
+// ForRun returns Base filled in for one run:
+//
+//   - Root.Path = run.Rootfs: required and absolute, unless run.ImageID is
+//     set (Docker and Podman run an image, not a directory; Root.Path then
+//     stays empty);
+//   - Process.Args = run.Args: required, Args[0] not empty;
+//   - Process.Env = the profile's PATH and HOME, then run.Env: KEY=VALUE
+//     entries with unique keys that may not set PATH or HOME;
+//   - the /pack bind mount's source = run.PackageDir: required and absolute;
+//     neither it nor Rootfs may be the host's root directory;
+//   - limits: /tmp's size from Limits.TmpBytes, the memory limit and the
+//     memory+swap limit (the same value: no swap) from Limits.MemoryBytes,
+//     the pids limit from Limits.Pids, the CFS quota from Limits.CPUs over a
+//     100 ms period. A zero field keeps the profile's default; a negative
+//     one is an error (there is no "unlimited");
+//   - rlimits are lowered to this process's hard limits where the profile's
+//     exceed them (never raised).
+//
+// run.Network, RunID, Image and Timeout are the backend's business: the
+// profile always has its own network namespace with only loopback. Errors
+// name the sandbox.Spec field at fault.
+func ForRun(run sandbox.Spec) (*specs.Spec, error) {
+	s, err := Base()
+	if err != nil {
+		return nil, err
+	}
+
+	switch {
+	case run.Rootfs != "":
+		if !filepath.IsAbs(run.Rootfs) {
+			return nil, fmt.Errorf("profile: Rootfs: must be an absolute path, got %q", run.Rootfs)
+		}
+		if s.Root.Path = filepath.Clean(run.Rootfs); s.Root.Path == "/" {
+			return nil, errors.New("profile: Rootfs: the host's root directory is not an image")
+		}
+	case run.ImageID == "":
+		return nil, errors.New("profile: Rootfs: required (the host path of the unpacked image) unless ImageID is set")
+	}
+
+	if len(run.Args) == 0 {
+		return nil, errors.New("profile: Args: required (the argv to run)")
+	}
+	if run.Args[0] == "" {
+		return nil, errors.New("profile: Args[0]: must not be empty")
+	}
+	for i, a := range run.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("profile: Args[%d]: contains a NUL byte", i)
+		}
+	}
+	s.Process.Args = slices.Clone(run.Args)
+
+	if s.Process.Env, err = mergeEnv(s.Process.Env, run.Env); err != nil {
+		return nil, err
+	}
+
+	if run.PackageDir == "" {
+		return nil, errors.New("profile: PackageDir: required (the package directory mounted at " + PackDir + ")")
+	}
+	if !filepath.IsAbs(run.PackageDir) {
+		return nil, fmt.Errorf("profile: PackageDir: must be an absolute path, got %q", run.PackageDir)
+	}
+	pack, err := mountAt(s, PackDir)
+	if err != nil {
+		return nil, err
+	}
+	if pack.Source = filepath.Clean(run.PackageDir); pack.Source == "/" {
+		return nil, errors.New("profile: PackageDir: the host's root directory is not a package")
+	}
+
+	if err := applyLimits(s, run.Limits); err != nil {
+		return nil, err
+	}
+	if err := clampRlimits(s.Process.Rlimits); err != nil {
+		return nil, err
+	}
+	if err := checkHardened(s); err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	return s, nil
+}
+
+// mergeEnv returns the profile's environment followed by the run's. The
+// run may not set PATH or HOME (the profile owns them: HOME must be the
+// tmpfs, PATH the image's directories) and may not set a key twice.
+func mergeEnv(base, run []string) ([]string, error) {
+	owned := map[string]bool{}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		owned[k] = true
+	}
+	seen := map[string]bool{}
+	out := slices.Clone(base)
+	for i, kv := range run {
+		k, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return nil, fmt.Errorf("profile: Env[%d]: not KEY=VALUE", i)
+		case strings.IndexByte(kv, 0) >= 0:
+			return nil, fmt.Errorf("profile: Env[%d]: contains a NUL byte", i)
+		case owned[k]:
+			return nil, fmt.Errorf("profile: Env[%d]: %s is set by the profile and may not be overridden", i, k)
+		case seen[k]:
+			return nil, fmt.Errorf("profile: Env[%d]: %s is set twice", i, k)
+		}
+		seen[k] = true
+		out = append(out, kv)
+	}
+	return out, nil
+}
+
+// applyLimits writes the run's non-zero limits over the profile defaults.
+func applyLimits(s *specs.Spec, l sandbox.Limits) error {
+	r := s.Linux.Resources
+	if r == nil || r.Memory == nil || r.Pids == nil || r.CPU == nil {
+		return errors.New("profile: linux.resources: memory, pids and cpu are required")
+	}
+	switch {
+	case l.MemoryBytes < 0:
+		return fmt.Errorf("profile: Limits.MemoryBytes: %d is negative", l.MemoryBytes)
+	case l.MemoryBytes > 0 && l.MemoryBytes < minMemoryBytes:
+		return fmt.Errorf("profile: Limits.MemoryBytes: %d is below the minimum %d (6 MiB)", l.MemoryBytes, minMemoryBytes)
+	case l.MemoryBytes > 0:
+		r.Memory.Limit = ptr(l.MemoryBytes)
+		r.Memory.Swap = ptr(l.MemoryBytes) // memory+swap = memory: no swap
+	}
+
+	switch {
+	case l.Pids < 0:
+		return fmt.Errorf("profile: Limits.Pids: %d is negative (unlimited is not allowed)", l.Pids)
+	case l.Pids > 0:
+		r.Pids.Limit = ptr(l.Pids)
+	}
+
+	switch {
+	case math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
+		return fmt.Errorf("profile: Limits.CPUs: %v is not a number of CPUs", l.CPUs)
+	case l.CPUs < 0:
+		return fmt.Errorf("profile: Limits.CPUs: %v is negative", l.CPUs)
+	case l.CPUs > 0:
+		q := math.Round(l.CPUs * cpuPeriod)
+		if q < minCPUQuota || q > maxCPUQuota {
+			return fmt.Errorf("profile: Limits.CPUs: %v is out of range (%v to %v)", l.CPUs,
+				float64(minCPUQuota)/cpuPeriod, float64(maxCPUQuota)/cpuPeriod)
+		}
+		r.CPU.Quota = ptr(int64(q))
+		r.CPU.Period = ptr(uint64(cpuPeriod))
+	}
+
+	switch {
+	case l.TmpBytes < 0:
+		return fmt.Errorf("profile: Limits.TmpBytes: %d is negative", l.TmpBytes)
+	case l.TmpBytes > 0:
+		m, err := mountAt(s, tmpDir)
+		if err != nil {
+			return err
+		}
+		if !setOption(m, "size=", strconv.FormatInt(l.TmpBytes, 10)) {
+			return errors.New("profile: mount " + tmpDir + ": no size option to replace")
+		}
+	}
+	return nil
+}
+
+// mountAt returns the profile's mount at dest.
+func mountAt(s *specs.Spec, dest string) (*specs.Mount, error) {
+	for i := range s.Mounts {
+		if s.Mounts[i].Destination == dest {
+			return &s.Mounts[i], nil
+		}
+	}
+	return nil, fmt.Errorf("profile: no mount at %s", dest)
+}
+
+// setOption replaces the value of the option that starts with prefix
+// ("size=") and reports whether there was one.
+func setOption(m *specs.Mount, prefix, value string) bool {
+	for i, o := range m.Options {
+		if strings.HasPrefix(o, prefix) {
+			m.Options[i] = prefix + value
+			return true
+		}
+	}
+	return false
+}
+
+// rlimitResources maps the rlimit names the profile may use to resources.
+var rlimitResources = map[string]int{
+	"RLIMIT_AS":         unix.RLIMIT_AS,
+	"RLIMIT_CORE":       unix.RLIMIT_CORE,
+	"RLIMIT_CPU":        unix.RLIMIT_CPU,
+	"RLIMIT_DATA":       unix.RLIMIT_DATA,
+	"RLIMIT_FSIZE":      unix.RLIMIT_FSIZE,
+	"RLIMIT_LOCKS":      unix.RLIMIT_LOCKS,
+	"RLIMIT_MEMLOCK":    unix.RLIMIT_MEMLOCK,
+	"RLIMIT_MSGQUEUE":   unix.RLIMIT_MSGQUEUE,
+	"RLIMIT_NICE":       unix.RLIMIT_NICE,
+	"RLIMIT_NOFILE":     unix.RLIMIT_NOFILE,
+	"RLIMIT_NPROC":      unix.RLIMIT_NPROC,
+	"RLIMIT_RSS":        unix.RLIMIT_RSS,
+	"RLIMIT_RTPRIO":     unix.RLIMIT_RTPRIO,
+	"RLIMIT_RTTIME":     unix.RLIMIT_RTTIME,
+	"RLIMIT_SIGPENDING": unix.RLIMIT_SIGPENDING,
+	"RLIMIT_STACK":      unix.RLIMIT_STACK,
+}
+
+// clampRlimits lowers every rlimit to this process's hard limit where it is
+// above it: a runtime that tries to set more fails (and Docker's and
+// Podman's --ulimit refuse it), and the sandbox must never get more than
+// the host allows.
+func clampRlimits(rl []specs.POSIXRlimit) error {
+	for i := range rl {
+		res, ok := rlimitResources[rl[i].Type]
+		if !ok {
+			return fmt.Errorf("profile: rlimit %q: unknown type", rl[i].Type)
+		}
+		var host unix.Rlimit
+		if err := unix.Getrlimit(res, &host); err != nil {
+			return fmt.Errorf("profile: getrlimit %s: %w", rl[i].Type, err)
+		}
+		rl[i].Hard = min(rl[i].Hard, host.Max)
+		rl[i].Soft = min(rl[i].Soft, rl[i].Hard)
+	}
+	return nil
+}
+
+// requiredNamespaces are the namespaces every sandbox gets, new (no path).
+var requiredNamespaces = []specs.LinuxNamespaceType{
+	specs.PIDNamespace, specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace,
+}
+
+// checkHardened refuses a spec that lost one of the profile's promises, so
+// that a bad edit of profile.json (or of this package) fails closed instead
+// of producing a weaker sandbox. The tests assert much more.
+func checkHardened(s *specs.Spec) error {
+	p := s.Process
+	switch {
+	case p.User.UID == 0 || p.User.GID == 0:
+		return fmt.Errorf("process.user: uid %d gid %d: never 0", p.User.UID, p.User.GID)
+	case len(p.User.AdditionalGids) > 0:
+		return errors.New("process.user.additionalGids: must be empty")
+	case !p.NoNewPrivileges:
+		return errors.New("process.noNewPrivileges: must be true")
+	case p.Capabilities == nil:
+		return errors.New("process.capabilities: must be present with every set empty (absent keeps the runtime's defaults)")
+	case len(p.Capabilities.Bounding)+len(p.Capabilities.Effective)+len(p.Capabilities.Inheritable)+
+		len(p.Capabilities.Permitted)+len(p.Capabilities.Ambient) > 0:
+		return errors.New("process.capabilities: every set must be empty")
+	case p.Terminal:
+		return errors.New("process.terminal: must be false")
+	case !s.Root.Readonly:
+		return errors.New("root.readonly: must be true")
+	case s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction == specs.ActAllow || s.Linux.Seccomp.DefaultAction == specs.ActLog:
+		return errors.New("linux.seccomp: an allowlist profile is required")
+	}
+	for _, t := range requiredNamespaces {
+		if !slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == t }) {
+			return fmt.Errorf("linux.namespaces: %s is missing", t)
+		}
+	}
+	for _, n := range s.Linux.Namespaces {
+		if n.Path != "" {
+			return fmt.Errorf("linux.namespaces: %s joins %s: every namespace must be new", n.Type, n.Path)
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

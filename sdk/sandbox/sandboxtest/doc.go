@@ -1,0 +1,157 @@
+// Package sandboxtest is the test kit for sandbox backends: Connect runs a
+// sandbox.Backend through the real go-plugin gRPC path in memory,
+// LaunchPlugin starts a built plugin binary the way agentnode does, and Run
+// is the conformance and escape suite every backend must pass — the
+// bundled libcontainer, Docker and Podman backends and any third-party one.
+//
+// # Running the suite against your backend
+//
+// In a test of your own (as root, on Linux/x86_64, with the go command
+// installed: the suite builds its probe with it):
+//
+//	func TestConformance(t *testing.T) {
+//		b := mybackend.New()
+//		// or, to go through gRPC as agentnode does:
+//		//   b := sandboxtest.Connect(t, info, mybackend.New())
+//		//   b := sandboxtest.LaunchPlugin(t, "bin/agentnode-sandbox-mine")
+//		sandboxtest.Run(t, b, sandboxtest.Config{
+//			Rootfs:  "/var/lib/agentnode/images/busybox/rootfs", // or
+//			Image:   "agentnode/busybox@sha256:...",              // and
+//			ImageID: "sha256:...",                                // for engines
+//		})
+//	}
+//
+// or, for a plugin binary, without writing a test:
+//
+//	SANDBOXTEST_PLUGIN=bin/agentnode-sandbox-mine SANDBOXTEST_ROOTFS=/path/to/rootfs \
+//	go test github.com/agentnode/agentnode/sdk/sandbox/sandboxtest -run TestPluginBinary -v
+//
+// Run first asks Availability and fails the test when the backend is
+// unavailable (check Availability yourself first if you want to skip
+// instead). Then it runs every check as its own subtest, each a separate
+// Backend.Run of the probe with Spec.Env ["FOO=bar"], Config.Limits
+// (default 512 MiB, 256 pids, 1 CPU, 64 MiB tmp) and Config.Timeout
+// (default 30s). A failure names the check, says what the sandbox must
+// ensure, and shows what the probe saw from inside, the run's exit status
+// and the tail of its output. A check your backend cannot pass can be listed
+// in Config.Skip: it is skipped, and reported as NOT verified on stderr and
+// in the test log; an unknown name in Skip fails the suite. Do not call Run
+// from a parallel test: it sets an environment variable of the test process
+// for its duration.
+//
+// # The probe
+//
+// The checks are observed from inside the container, identically for every
+// mechanism, by a small static program: the package
+// github.com/agentnode/agentnode/sdk/sandbox/sandboxtest/probe (ProbePackage),
+// built with CGO_ENABLED=0 and -trimpath into a fresh package directory that
+// becomes Spec.PackageDir, so the sandbox runs it as /pack/probe with
+// Args ["/pack/probe", "<check>", args...]. For each check it prints one JSON
+// line {"check":...,"ok":...,"detail":...}, where ok means "the sandbox
+// held". The package directory also holds probe-suid, a setuid-root copy
+// (when the suite runs as root). Set Config.Probe to use a prebuilt probe
+// (for example when the module is vendored). The setup also plants
+// AGENTNODE_SUITE_SECRET in the suite's own environment, and listens on the
+// host's 127.0.0.1, on its own IPv4 address and on an abstract unix socket;
+// a connection to any of them fails the network checks even if the probe
+// missed it. After every run the suite looks for processes still running the
+// probe binaries on the host (file identity, through bind mounts and pid
+// namespaces); for the runs that end abnormally it also looks for host
+// mounts of the package directory or rootfs and cgroups named after the
+// RunID.
+//
+// # What each check proves
+//
+// The run itself:
+//   - exit-code: the exit status is reported (probe exits 7 → ExitCode 7).
+//   - stdio-roundtrip: 1 MiB of stdin comes back on stdout; stderr arrives.
+//   - stdout-integrity: 8 MiB of stdout arrive complete and in order.
+//   - cleanup-verified: a run reports CleanupVerified and leaves nothing.
+//
+// Identity and privileges (from /proc/self/status and the id calls):
+//   - uid, gid: uid/gid 1000 (real, effective, saved, fs), no group 0.
+//   - cap-eff, cap-prm, cap-bnd, cap-inh, cap-amb: every capability set is
+//     empty.
+//   - no-new-privs: NoNewPrivs 1.
+//   - seccomp-mode: Seccomp 2 (a filter is installed).
+//
+// System calls that must be refused with EPERM or ENOSYS (or kill the
+// caller with SIGSYS). Each is attempted so that, without a filter, it would
+// succeed or get past the permission check, and so that it is harmless if it
+// does:
+//   - sys-mount, sys-umount2: mount(2) of a tmpfs, umount2(2).
+//   - sys-unshare-user, sys-unshare-mount: unshare(CLONE_NEWUSER),
+//     unshare(CLONE_NEWNS) (in a single-threaded child).
+//   - sys-setns: setns(2) into the process's own UTS namespace.
+//   - sys-ptrace: PTRACE_SEIZE of the probe's own child (no capability
+//     needed without a filter).
+//   - sys-keyctl, sys-bpf, sys-perf-event-open, sys-open-by-handle-at,
+//     sys-userfaultfd: keyctl, bpf map creation, perf_event_open on itself,
+//     open_by_handle_at (the "shocker" escape), userfaultfd in user mode.
+//   - sys-kexec-load, sys-init-module: kexec_load and kexec_file_load,
+//     init_module and finit_module.
+//   - sys-clone-newuser: clone(2) with CLONE_NEWUSER.
+//   - sys-clone3-newuser: clone3(2) with CLONE_NEWUSER; clone3 must be
+//     refused whole, because a filter cannot read its flags.
+//   - sys-mptcp-socket: socket(AF_INET/AF_INET6, SOCK_STREAM, IPPROTO_MPTCP).
+//   - sys-int80, sys-x32: getpid through the i386 (int $0x80) and x32 ABIs
+//     fails, so an x86_64 filter cannot be bypassed through them.
+//
+// File systems:
+//   - rootfs-readonly: / is mounted ro; nothing can be created in / or /etc.
+//   - pack-readonly: the package is at /pack, mounted ro.
+//   - proc-sys-readonly: /proc/sys files cannot be opened for writing.
+//   - tmp-noexec: a copy of the probe in /tmp cannot be executed (EACCES).
+//   - writable-noexec: the same for every writable place (/tmp, HOME,
+//     /dev/shm, every tmpfs, ...).
+//   - tmp-writable: /tmp is writable.
+//   - tmp-size-limit: /tmp fills up at about Limits.TmpBytes.
+//   - proc-kcore-masked, proc-sysrq-masked, sys-firmware-masked: /proc/kcore
+//     reads nothing, /proc/sysrq-trigger cannot be written, /sys/firmware
+//     is empty or unreadable.
+//
+// Network (Spec.Network false: loopback only):
+//   - net-only-lo: the only interface is lo (netlink and /sys/class/net).
+//   - net-host-loopback, net-host-ip, net-host-abstract-unix: the suite's
+//     listeners on the host's 127.0.0.1, its own IPv4 address and an
+//     abstract unix socket cannot be reached, and accept nothing.
+//   - net-metadata: 169.254.169.254:80 cannot be reached.
+//   - net-dns-resolver, net-dns-public: neither the host's first
+//     /etc/resolv.conf nameserver nor 8.8.8.8 answers on port 53 (UDP or
+//     TCP).
+//   - no-engine-socket: no Docker, Podman, containerd or CRI-O socket is
+//     present and connectable.
+//
+// The host is out of sight:
+//   - env-secret-absent: AGENTNODE_SUITE_SECRET, set in the suite's own
+//     process, is in neither the probe's environment nor pid 1's.
+//   - env-passed: Spec.Env (FOO=bar) arrives.
+//   - host-pids-invisible: at most 16 processes are visible, and neither the
+//     suite's process nor the host's pid 1 (matched by start time).
+//   - hostname-isolated: the hostname is not the host's.
+//   - setuid-no-elevate: /pack/probe-suid (setuid root) still runs as uid
+//     1000.
+//   - dev-minimal: /dev holds only null, zero, full, random, urandom, tty
+//     (with the right device numbers), console, ptmx, pts, shm, mqueue and
+//     the fd/std*/core links; no disks, mem, kmsg, kvm, fuse, tun.
+//
+// Resource limits:
+//   - pids-limit: a fork bomb's forks fail (EAGAIN) once it has about
+//     Limits.Pids tasks (8 tolerated beyond).
+//   - memory-limit: touching 4× a 64 MiB limit gets the process killed
+//     (exit 137) or refused memory; never does it finish.
+//   - cpu-limit: two spinners under a 0.5 CPU limit use at most 0.65 CPU
+//     seconds per wall second over 2 s (getrusage).
+//
+// Ending runs:
+//   - timeout-cleanup: a run with Timeout 1s that sleeps is killed, reported
+//     TimedOut, Killed and CleanupVerified within 6 s, and leaves no process,
+//     mount or cgroup behind.
+//   - output-flood: when the host's stdout writer fails after 1 MiB of a
+//     64 MiB flood, Run returns within 10 s, with an error or Killed, and
+//     leaves nothing behind.
+//
+// The suite proves it can fail: its own tests run every check against an
+// insecure backend that executes the probe directly on the host, and most
+// checks must fail there.
+package sandboxtest

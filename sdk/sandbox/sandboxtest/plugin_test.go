@@ -1,0 +1,33 @@
+package sandboxtest
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestPluginBinary runs the suite against a plugin binary named by the
+// environment, the way CI runs it against each bundled backend:
+//
+//	SANDBOXTEST_PLUGIN=bin/agentnode-sandbox-libcontainer \
+//	SANDBOXTEST_ROOTFS=/path/to/unpacked/image \
+//	go test ./sdk/sandbox/sandboxtest -run TestPluginBinary -v
+//
+// SANDBOXTEST_IMAGE and SANDBOXTEST_IMAGE_ID fill Config.Image and
+// Config.ImageID; SANDBOXTEST_SKIP is a comma-separated Config.Skip.
+func TestPluginBinary(t *testing.T) {
+	path := os.Getenv("SANDBOXTEST_PLUGIN")
+	if path == "" {
+		t.Skip("SANDBOXTEST_PLUGIN is not set")
+	}
+	var skip []string
+	if s := os.Getenv("SANDBOXTEST_SKIP"); s != "" {
+		skip = strings.Split(s, ",")
+	}
+	Run(t, LaunchPlugin(t, path), Config{
+		Image:   os.Getenv("SANDBOXTEST_IMAGE"),
+		Rootfs:  os.Getenv("SANDBOXTEST_ROOTFS"),
+		ImageID: os.Getenv("SANDBOXTEST_IMAGE_ID"),
+		Skip:    skip,
+	})
+}

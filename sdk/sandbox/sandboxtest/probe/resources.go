@@ -1,0 +1,159 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pidsSlack is how far past the pids limit the fork bomb goes before it
+// gives up and reports that the limit did not hold.
+const pidsSlack = 64
+
+// pidsAllowance is how many tasks beyond the limit the check tolerates
+// (an engine's init helper counted differently, a thread the runtime added).
+const pidsAllowance = 8
+
+// checkPidsLimit: PIDS. Fork children (raw forks that pause) until fork
+// fails; that must happen before the children and this process's threads
+// number more than PIDS+pidsAllowance. The children are killed and reaped
+// either way.
+func checkPidsLimit(args []string) (bool, string) {
+	limit, err := strconv.Atoi(arg(args, 0))
+	if err != nil || limit <= 0 {
+		return false, fmt.Sprintf("bad PIDS argument %q", arg(args, 0))
+	}
+	if !rawSupported {
+		return false, "cannot run on " + runtime.GOARCH
+	}
+	// The children's parent-death signal is tied to this thread; no GC or
+	// new threads while pids are exhausted.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	stop := limit + pidsSlack
+	pids := make([]int, 0, stop)
+	var ferr error
+	for len(pids) < stop {
+		r := forkPause()
+		if r < 0 {
+			ferr = rawErr(r)
+			break
+		}
+		pids = append(pids, int(r))
+	}
+	threads := 0
+	if ents, err := os.ReadDir("/proc/self/task"); err == nil {
+		threads = len(ents)
+	}
+	for _, p := range pids {
+		_ = unix.Kill(p, unix.SIGKILL)
+	}
+	for _, p := range pids {
+		_, _ = reap(p)
+	}
+	n := len(pids)
+	switch {
+	case ferr == nil:
+		return false, fmt.Sprintf("forked %d children (limit %d) and fork still worked: no pids limit", n, limit)
+	case n+threads > limit+pidsAllowance:
+		return false, fmt.Sprintf("fork failed (%s) only after %d children + %d threads, more than the limit %d", errText(ferr), n, threads, limit)
+	case !errors.Is(ferr, unix.EAGAIN):
+		return true, fmt.Sprintf("fork failed with %s (not EAGAIN) after %d children + %d threads (limit %d)", errText(ferr), n, threads, limit)
+	}
+	return true, fmt.Sprintf("fork failed with %s after %d children + %d threads (limit %d)", errText(ferr), n, threads, limit)
+}
+
+// memoryOvershoot is how much more than the limit the memory bomb tries to
+// allocate and touch.
+const memoryOvershoot = 4
+
+// checkMemoryLimit: BYTES. Map and touch anonymous memory up to
+// memoryOvershoot×BYTES. The sandbox holds when the process is killed on the
+// way (the suite sees exit 137) or the mapping fails; reaching the target
+// fails the check.
+func checkMemoryLimit(args []string) (bool, string) {
+	limit, err := strconv.ParseInt(arg(args, 0), 10, 64)
+	if err != nil || limit <= 0 {
+		return false, fmt.Sprintf("bad BYTES argument %q", arg(args, 0))
+	}
+	const chunk = 8 << 20
+	page := os.Getpagesize()
+	target := memoryOvershoot * limit
+	var total int64
+	for total < target {
+		b, err := unix.Mmap(-1, 0, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return true, fmt.Sprintf("mmap failed after %d bytes (limit %d): %s", total, limit, errText(err))
+		}
+		for i := 0; i < len(b); i += page {
+			b[i] = 1
+		}
+		total += chunk
+		if total%(32<<20) == 0 {
+			fmt.Fprintf(os.Stderr, "probe: touched %d MiB\n", total>>20)
+		}
+	}
+	return false, fmt.Sprintf("allocated and touched %d bytes, %d× the limit %d, and was not stopped", total, memoryOvershoot, limit)
+}
+
+const (
+	cpuSpin  = 2 * time.Second
+	cpuSlack = 1.3
+)
+
+// checkCPULimit: CPUS. Spin on every CPU for cpuSpin of wall time and
+// measure the CPU time used (getrusage, all threads): it must stay within
+// CPUS×cpuSlack of the wall time.
+func checkCPULimit(args []string) (bool, string) {
+	cpus, err := strconv.ParseFloat(arg(args, 0), 64)
+	if err != nil || cpus <= 0 {
+		return false, fmt.Sprintf("bad CPUS argument %q", arg(args, 0))
+	}
+	spinners := max(2, runtime.NumCPU())
+	runtime.GOMAXPROCS(spinners)
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
+		return false, "getrusage: " + err.Error()
+	}
+	start := time.Now()
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range spinners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := uint64(1)
+			for !done.Load() {
+				for i := 0; i < 1<<16; i++ {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+			_ = x
+		}()
+	}
+	time.Sleep(cpuSpin)
+	done.Store(true)
+	wg.Wait()
+	wall := time.Since(start)
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &after); err != nil {
+		return false, "getrusage: " + err.Error()
+	}
+	used := tv(after.Utime) + tv(after.Stime) - tv(before.Utime) - tv(before.Stime)
+	ratio := used.Seconds() / wall.Seconds()
+	detail := fmt.Sprintf("%d spinners used %v CPU in %v wall: %.2f CPUs, limit %.2f (allowed up to %.2f)",
+		spinners, used.Round(time.Millisecond), wall.Round(time.Millisecond), ratio, cpus, cpus*cpuSlack)
+	return ratio <= cpus*cpuSlack, detail
+}
+
+func tv(t unix.Timeval) time.Duration {
+	return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
+}
