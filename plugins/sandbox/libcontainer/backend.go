@@ -1,0 +1,625 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/cgroups"
+	// Device rules (specconv's default devices) need the cgroup devices
+	// controller support registered.
+	_ "github.com/opencontainers/cgroups/devices"
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/seccomp"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+)
+
+// Defaults for where containers live on the host.
+const (
+	// DefaultStateRoot holds libcontainer's per-container state directories.
+	DefaultStateRoot = "/run/agentnode/libcontainer"
+	// DefaultCgroupParent is the absolute cgroup path (in every hierarchy)
+	// under which each run gets <parent>/<RunID>.
+	DefaultCgroupParent = "/agentnode"
+)
+
+// maxRunIDLen bounds RunID; it becomes a directory name twice over.
+const maxRunIDLen = 128
+
+// ioGrace is how long Run waits for its output copiers to drain after the
+// container is gone before it closes the pipes under them.
+const ioGrace = 2 * time.Second
+
+// backend implements sandbox.Backend with libcontainer.
+type backend struct {
+	log          hclog.Logger
+	stateRoot    string
+	cgroupParent string
+	geteuid      func() int // os.Geteuid; replaced in tests
+	owner        string     // ownerLabel value: this process
+	mntNS        string     // this process's mount namespace at start
+
+	hardOnce sync.Once
+	hard     map[int]uint64
+	hardErr  error
+
+	rootOnce sync.Once
+	rootErr  error
+}
+
+var _ sandbox.Backend = (*backend)(nil)
+
+func newBackend(log hclog.Logger) *backend {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid}
+	if id, err := processID(os.Getpid()); err == nil {
+		b.owner = id
+	}
+	b.mntNS, _ = os.Readlink("/proc/self/ns/mnt")
+	return b
+}
+
+// --- availability ---
+
+// Availability reports whether this host can run req's rootfs: root, seccomp
+// (compiled in and in the kernel), the cgroup controllers the profile's
+// limits need, and an unpacked rootfs directory.
+func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityRequest) (*sandbox.AvailabilityResponse, error) {
+	if req == nil {
+		return nil, errors.New("libcontainer: nil AvailabilityRequest")
+	}
+	no := func(reason, format string, args ...any) (*sandbox.AvailabilityResponse, error) {
+		return &sandbox.AvailabilityResponse{Reason: reason, Detail: fmt.Sprintf(format, args...)}, nil
+	}
+	if runtime.GOARCH != "amd64" {
+		return no(sandbox.ReasonIncompatible, "the sandbox profile's seccomp filter is for x86_64 only, not %s", runtime.GOARCH)
+	}
+	if euid := b.geteuid(); euid != 0 {
+		return no(sandbox.ReasonNotPermitted, "libcontainer needs root (running as uid %d); use the podman or docker backend", euid)
+	}
+	if detail := seccompProblem(); detail != "" {
+		return no(sandbox.ReasonIncompatible, "%s", detail)
+	}
+	if detail := cgroupProblem(); detail != "" {
+		return no(sandbox.ReasonIncompatible, "%s", detail)
+	}
+	if req.Rootfs == "" {
+		return no(sandbox.ReasonImageMissing, "no unpacked rootfs for %s (run `agentnode sandbox build`)", req.Image)
+	}
+	if !filepath.IsAbs(req.Rootfs) {
+		return no(sandbox.ReasonImageMissing, "rootfs path %q is not absolute", req.Rootfs)
+	}
+	fi, err := os.Stat(req.Rootfs)
+	if err != nil {
+		return no(sandbox.ReasonImageMissing, "rootfs of %s: %v", req.Image, err)
+	}
+	if !fi.IsDir() {
+		return no(sandbox.ReasonImageMissing, "rootfs %s is not a directory", req.Rootfs)
+	}
+	return &sandbox.AvailabilityResponse{Available: true}, nil
+}
+
+// seccompProblem says why seccomp filters cannot be installed, or "".
+func seccompProblem() string {
+	if !seccomp.Enabled {
+		return "built without seccomp support (needs cgo and -tags seccomp)"
+	}
+	if maj, minor, _ := seccomp.Version(); maj < 2 || (maj == 2 && minor < 4) {
+		return fmt.Sprintf("libseccomp %d.%d is too old (need >= 2.4)", maj, minor)
+	}
+	// SECCOMP_GET_ACTION_AVAIL (Linux 4.14) answers only when the kernel
+	// has filter mode; ask for the action the profile refuses with.
+	const getActionAvail = 2
+	action := uint32(unix.SECCOMP_RET_ERRNO)
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, getActionAvail, 0, uintptr(unsafe.Pointer(&action))); errno != 0 {
+		return fmt.Sprintf("kernel seccomp filters unavailable: %v", errno)
+	}
+	return ""
+}
+
+// requiredV1 are the cgroup v1 controllers the profile's limits depend on.
+var requiredV1 = []string{"cpu", "memory", "pids", "devices", "freezer"}
+
+// cgroupProblem says why the profile's cgroup limits cannot be enforced
+// here, or "".
+func cgroupProblem() string {
+	if cgroups.IsCgroup2UnifiedMode() {
+		data, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		if err != nil {
+			return fmt.Sprintf("cgroup v2: %v", err)
+		}
+		have := strings.Fields(string(data))
+		for _, c := range []string{"cpu", "memory", "pids"} {
+			if !slices.Contains(have, c) {
+				return fmt.Sprintf("cgroup v2 controller %q is not available", c)
+			}
+		}
+		if err := unix.Access("/sys/fs/cgroup", unix.W_OK); err != nil {
+			return fmt.Sprintf("cgroup v2 root not writable: %v", err)
+		}
+		return ""
+	}
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup"))
+	if err != nil {
+		return fmt.Sprintf("reading cgroup mounts: %v", err)
+	}
+	return cgroupV1Problem(mounts)
+}
+
+// cgroupV1Problem checks the cgroup v1 hierarchies in mounts: each required
+// controller mounted at its root and writable, and swap accounting.
+func cgroupV1Problem(mounts []*mountinfo.Info) string {
+	found := map[string]string{}
+	for _, m := range mounts {
+		if m.FSType != "cgroup" || m.Root != "/" {
+			continue // a sub-tree: absolute cgroup paths do not fit
+		}
+		for _, opt := range strings.Split(m.VFSOptions, ",") {
+			if _, ok := found[opt]; !ok {
+				found[opt] = m.Mountpoint
+			}
+		}
+	}
+	for _, c := range requiredV1 {
+		mp, ok := found[c]
+		if !ok {
+			return fmt.Sprintf("cgroup v1 controller %q is not mounted", c)
+		}
+		if err := unix.Access(mp, unix.W_OK); err != nil {
+			return fmt.Sprintf("cgroup v1 %s hierarchy %s not writable: %v", c, mp, err)
+		}
+	}
+	// Memory limits are memory+swap: without swap accounting the limit
+	// cannot be set as the profile says.
+	if _, err := os.Stat(filepath.Join(found["memory"], "memory.memsw.limit_in_bytes")); err != nil {
+		return "cgroup v1 memory controller without swap accounting (memory.memsw.*)"
+	}
+	return ""
+}
+
+// --- run ---
+
+// validateRunID accepts [a-z0-9-]+ of bounded length: the id names the
+// state directory and the cgroup, so nothing else may pass.
+func validateRunID(id string) error {
+	if id == "" || len(id) > maxRunIDLen {
+		return fmt.Errorf("libcontainer: run id must be 1 to %d characters", maxRunIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return fmt.Errorf("libcontainer: run id %q: only [a-z0-9-] allowed", id)
+		}
+	}
+	return nil
+}
+
+// Run runs req in a fresh container, enforces its timeout and ctx, and
+// always destroys the container and proves it is gone before returning.
+func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandbox.RunResponse, err error) {
+	if req == nil {
+		return nil, errors.New("libcontainer: nil RunRequest")
+	}
+	id := req.RunID
+	if err := validateRunID(id); err != nil {
+		return nil, err
+	}
+	if req.Rootfs == "" || !filepath.IsAbs(req.Rootfs) {
+		return nil, fmt.Errorf("libcontainer: run %s: rootfs %q must be an absolute path", id, req.Rootfs)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, context.Cause(ctx))
+	}
+	config, proc, err := b.configure(req.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+	if err := b.ensureStateRoot(); err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+	rootfs := filepath.Clean(req.Rootfs)
+	baseline, err := countMountsUnder(rootfs)
+	if err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+
+	container, err := libcontainer.Create(b.stateRoot, id, config)
+	if err != nil {
+		if errors.Is(err, libcontainer.ErrExist) {
+			// Someone else's container: never touch it.
+			return nil, fmt.Errorf("libcontainer: run id %s is already in use: %w", id, err)
+		}
+		return nil, fmt.Errorf("libcontainer: creating container %s: %w", id, err)
+	}
+
+	// From here on the container is always destroyed and its removal
+	// proven, also when execute fails or panics.
+	var pipes *stdio
+	defer func() {
+		cleanErr := b.destroyAndVerify(container, id, rootfs, baseline)
+		if pipes != nil {
+			if werr := pipes.wait(); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		switch {
+		case cleanErr != nil:
+			b.log.Error("container cleanup not verified", "run_id", id, "error", cleanErr)
+			resp, err = nil, errors.Join(err, cleanErr)
+		case err != nil:
+			resp = nil
+		case resp != nil:
+			resp.CleanupVerified = true
+		}
+	}()
+	resp, pipes, err = b.execute(ctx, container, proc, req)
+	return resp, err
+}
+
+// configure builds the libcontainer config and the process from the
+// hardened profile.
+func (b *backend) configure(run sandbox.Spec) (*configs.Config, *libcontainer.Process, error) {
+	spec, err := profile.ForRun(run)
+	if err != nil {
+		return nil, nil, fmt.Errorf("profile: %w", err)
+	}
+	if spec == nil || spec.Root == nil || spec.Process == nil || spec.Linux == nil {
+		return nil, nil, errors.New("profile: incomplete spec (root, process and linux are required)")
+	}
+	p := spec.Process
+	// Defence in depth: the profile promises these; refuse if it did not.
+	if p.User.UID == 0 || p.User.GID == 0 {
+		return nil, nil, fmt.Errorf("profile: refusing to run as uid %d gid %d", p.User.UID, p.User.GID)
+	}
+	if !p.NoNewPrivileges {
+		return nil, nil, errors.New("profile: refusing to run without no_new_privileges")
+	}
+	if p.Terminal {
+		return nil, nil, errors.New("profile: terminals are not supported")
+	}
+	spec.Linux.CgroupsPath = b.cgroupParent + "/" + run.RunID
+
+	config, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName:       run.RunID,
+		UseSystemdCgroup: false,
+		Spec:             spec,
+		RootlessEUID:     false,
+		RootlessCgroups:  false,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("specconv: %w", err)
+	}
+	if b.owner != "" {
+		config.Labels = append(config.Labels, ownerLabel+"="+b.owner)
+	}
+	hard, err := b.hostHard()
+	if err != nil {
+		return nil, nil, err
+	}
+	if config.Rlimits, err = convertRlimits(p.Rlimits, hard); err != nil {
+		return nil, nil, err
+	}
+
+	nnp := p.NoNewPrivileges
+	proc := &libcontainer.Process{
+		Args:            p.Args,
+		Env:             p.Env,
+		UID:             int(p.User.UID),
+		GID:             int(p.User.GID),
+		Cwd:             p.Cwd,
+		NoNewPrivileges: &nnp,
+		// Never nil: a nil set would leave the bounding set untouched.
+		Capabilities: capsOf(p.Capabilities),
+		Init:         true,
+	}
+	for _, g := range p.User.AdditionalGids {
+		proc.AdditionalGroups = append(proc.AdditionalGroups, int(g))
+	}
+	return config, proc, nil
+}
+
+func capsOf(c *specs.LinuxCapabilities) *configs.Capabilities {
+	if c == nil {
+		return &configs.Capabilities{}
+	}
+	return &configs.Capabilities{
+		Bounding:    c.Bounding,
+		Effective:   c.Effective,
+		Inheritable: c.Inheritable,
+		Permitted:   c.Permitted,
+		Ambient:     c.Ambient,
+	}
+}
+
+func (b *backend) hostHard() (map[int]uint64, error) {
+	b.hardOnce.Do(func() { b.hard, b.hardErr = hostHardLimits() })
+	return b.hard, b.hardErr
+}
+
+// ensureStateRoot creates the state root 0700 (and its parent) once.
+func (b *backend) ensureStateRoot() error {
+	b.rootOnce.Do(func() {
+		if err := os.MkdirAll(b.stateRoot, 0o700); err != nil {
+			b.rootErr = fmt.Errorf("state root: %w", err)
+			return
+		}
+		if err := os.Chmod(b.stateRoot, 0o700); err != nil {
+			b.rootErr = fmt.Errorf("state root: %w", err)
+		}
+	})
+	return b.rootErr
+}
+
+// execute starts proc in container, wires its stdio and waits for it to
+// end, killing it on timeout, cancellation or an output failure. It returns
+// the copiers still draining output; the caller waits for them after the
+// container is destroyed.
+func (b *backend) execute(ctx context.Context, container *libcontainer.Container, proc *libcontainer.Process, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdio, error) {
+	id := req.RunID
+	pipes, err := newStdio(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+	pipes.attach(proc)
+	if err := container.Run(proc); err != nil {
+		pipes.abort()
+		return nil, nil, fmt.Errorf("libcontainer: starting run %s: %w", id, err)
+	}
+	pipes.start()
+
+	type waited struct {
+		state *os.ProcessState
+		err   error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		st, err := proc.Wait()
+		done <- waited{st, err}
+	}()
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	resp := &sandbox.RunResponse{}
+	var cause error
+	kill := func() {
+		resp.Killed = true
+		if err := container.Signal(unix.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+			b.log.Warn("killing container", "run_id", id, "error", err)
+			_ = proc.Signal(unix.SIGKILL)
+		}
+	}
+	var w waited
+	select {
+	case w = <-done:
+	case <-timeout:
+		resp.TimedOut = true
+		kill()
+		w = <-done
+	case <-ctx.Done():
+		cause = fmt.Errorf("libcontainer: run %s: %w", id, context.Cause(ctx))
+		kill()
+		w = <-done
+	case err := <-pipes.failed:
+		cause = fmt.Errorf("libcontainer: run %s: %w", id, err)
+		kill()
+		w = <-done
+	}
+	pipes.closeStdin()
+
+	if w.state == nil {
+		return nil, pipes, errors.Join(cause, fmt.Errorf("libcontainer: waiting for run %s: %w", id, w.err))
+	}
+	ws, ok := w.state.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return nil, pipes, errors.Join(cause, fmt.Errorf("libcontainer: run %s: unexpected wait status %T", id, w.state.Sys()))
+	case ws.Signaled():
+		resp.ExitCode = 128 + int(ws.Signal())
+		if ws.Signal() == unix.SIGKILL {
+			resp.Killed = true // us, or the kernel enforcing a limit (OOM)
+		}
+	default:
+		resp.ExitCode = ws.ExitStatus()
+	}
+	if cause != nil {
+		return nil, pipes, cause
+	}
+	return resp, pipes, nil
+}
+
+// destroyAndVerify destroys the container and proves nothing of it is left.
+func (b *backend) destroyAndVerify(c *libcontainer.Container, id, rootfs string, baseline int) error {
+	err := c.Destroy()
+	if errors.Is(err, libcontainer.ErrRunning) {
+		// Only on a failure path (the tool was not waited for): kill it.
+		_ = c.Signal(unix.SIGKILL)
+	}
+	verr := err
+	if err == nil {
+		verr = b.verifyGone(id, rootfs, baseline)
+	}
+	for i := 0; verr != nil && i < 3; i++ {
+		// cgroup removal can race with the last exiting task.
+		time.Sleep(time.Duration(20<<i) * time.Millisecond)
+		err = c.Destroy()
+		verr = b.verifyGone(id, rootfs, baseline)
+	}
+	switch {
+	case verr == nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("libcontainer: destroying %s: %w; %w", id, err, verr)
+	default:
+		return verr
+	}
+}
+
+// stdio are the pipes between a run and its caller's streams. Exactly three
+// goroutines per run copy data: stdin in, stdout and stderr out.
+type stdio struct {
+	req *sandbox.RunRequest
+
+	inR, inW   *os.File // nil when there is no stdin
+	outR, outW *os.File // nil when stdout is discarded
+	errR, errW *os.File // nil when stderr is discarded
+
+	closeInOnce sync.Once
+	outputs     sync.WaitGroup
+	failed      chan error // first output write failure
+	failOnce    sync.Once
+	firstErr    error
+}
+
+func newStdio(req *sandbox.RunRequest) (*stdio, error) {
+	s := &stdio{req: req, failed: make(chan error, 1)}
+	var err error
+	mk := func(r, w **os.File) {
+		if err == nil {
+			*r, *w, err = os.Pipe()
+		}
+	}
+	if req.Stdin != nil {
+		mk(&s.inR, &s.inW)
+	}
+	if req.Stdout != nil {
+		mk(&s.outR, &s.outW)
+	}
+	if req.Stderr != nil {
+		mk(&s.errR, &s.errW)
+	}
+	if err != nil {
+		s.abort()
+		return nil, fmt.Errorf("stdio pipes: %w", err)
+	}
+	return s, nil
+}
+
+// attach hands the container ends to proc; nil ends become /dev/null.
+func (s *stdio) attach(p *libcontainer.Process) {
+	if s.inR != nil {
+		p.Stdin = s.inR
+	}
+	if s.outW != nil {
+		p.Stdout = s.outW
+	}
+	if s.errW != nil {
+		p.Stderr = s.errW
+	}
+}
+
+// abort closes every end (the container never started).
+func (s *stdio) abort() {
+	for _, f := range []*os.File{s.inR, s.inW, s.outR, s.outW, s.errR, s.errW} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// start closes our copies of the container's ends and starts the copiers.
+func (s *stdio) start() {
+	for _, f := range []*os.File{s.inR, s.outW, s.errW} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	if s.inW != nil {
+		go func() {
+			_, _ = io.Copy(s.inW, s.req.Stdin)
+			s.closeStdin()
+		}()
+	}
+	s.copyOut(s.outR, s.req.Stdout, "stdout")
+	s.copyOut(s.errR, s.req.Stderr, "stderr")
+}
+
+func (s *stdio) copyOut(r *os.File, w io.Writer, name string) {
+	if r == nil {
+		return
+	}
+	s.outputs.Add(1)
+	go func() {
+		defer s.outputs.Done()
+		buf := make([]byte, sandbox.ChunkSize)
+		for {
+			n, rerr := r.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					s.fail(fmt.Errorf("writing %s: %w", name, werr))
+					// Keep draining so the tool cannot block on a full
+					// pipe while it is being killed.
+					_, _ = io.Copy(io.Discard, r)
+					return
+				}
+			}
+			if rerr != nil {
+				return // EOF: every writer in the container is gone
+			}
+		}
+	}()
+}
+
+func (s *stdio) fail(err error) {
+	s.failOnce.Do(func() {
+		s.firstErr = err
+		s.failed <- err
+	})
+}
+
+// closeStdin ends the container's stdin (the tool exited, or the caller's
+// stdin did). A copier blocked in Write is woken with an error.
+func (s *stdio) closeStdin() {
+	if s.inW != nil {
+		s.closeInOnce.Do(func() { _ = s.inW.Close() })
+	}
+}
+
+// wait waits until no more output will be written. Once the container is
+// destroyed every writer is gone and the copiers see EOF; if they have not
+// finished after ioGrace the read ends are closed under them. A copier
+// blocked in the caller's Write is waited for: nothing may be written after
+// Run returns.
+func (s *stdio) wait() error {
+	done := make(chan struct{})
+	go func() { s.outputs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(ioGrace):
+		for _, f := range []*os.File{s.outR, s.errR} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+		<-done
+	}
+	for _, f := range []*os.File{s.outR, s.errR} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	return s.firstErr
+}

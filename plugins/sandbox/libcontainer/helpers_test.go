@@ -1,0 +1,204 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// requireEnv is set in CI: a test that would skip fails instead.
+const requireEnv = "AGENTNODE_REQUIRE_LIBCONTAINER"
+
+// busyboxApplets are linked into the test rootfs.
+var busyboxApplets = []string{"sh", "cat", "id", "sleep", "yes", "echo", "true", "false", "head", "ls", "touch", "wc", "kill"}
+
+var (
+	fixtureOnce sync.Once
+	fixtureDir  string
+	fixtureErr  error
+)
+
+// TestMain removes the shared rootfs fixture after all tests. (A re-exec as
+// container init never gets here: main.go's init takes over first.)
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range []string{fixtureDir, pluginDir} {
+		if d != "" {
+			_ = os.RemoveAll(d)
+		}
+	}
+	os.Exit(code)
+}
+
+// skipOrFail skips the test, or fails it when AGENTNODE_REQUIRE_LIBCONTAINER=1.
+func skipOrFail(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv(requireEnv) == "1" {
+		tb.Fatalf("%s (and %s=1)", msg, requireEnv)
+	}
+	tb.Skip(msg)
+}
+
+// fixture is a tiny rootfs (static busybox) and a package dir, built once.
+type fixture struct {
+	Rootfs, Pack string
+}
+
+func buildFixture() (string, error) {
+	dir, err := os.MkdirTemp("", "agentnode-libcontainer-test-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return dir, err
+	}
+	root := filepath.Join(dir, "rootfs")
+	for _, d := range []string{"bin", "tmp", "sandbox-home", "pack", "proc", "sys", "dev", "etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return dir, err
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "tmp"), 0o1777); err != nil {
+		return dir, err
+	}
+	src, err := exec.LookPath("busybox")
+	if err != nil {
+		src = "/bin/busybox"
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return dir, fmt.Errorf("static busybox needed for the test rootfs: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755); err != nil {
+		return dir, err
+	}
+	for _, a := range busyboxApplets {
+		if err := os.Symlink("busybox", filepath.Join(root, "bin", a)); err != nil {
+			return dir, err
+		}
+	}
+	passwd := "root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/sandbox-home:/bin/sh\n"
+	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644); err != nil {
+		return dir, err
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "group"), []byte("root:x:0:\nsandbox:x:1000:\n"), 0o644); err != nil {
+		return dir, err
+	}
+	pack := filepath.Join(dir, "pack")
+	if err := os.MkdirAll(pack, 0o755); err != nil {
+		return dir, err
+	}
+	if err := os.WriteFile(filepath.Join(pack, "hello.txt"), []byte("from the pack\n"), 0o644); err != nil {
+		return dir, err
+	}
+	return dir, nil
+}
+
+// setup returns the backend and the fixture, or skips (fails in CI) when
+// libcontainer cannot run here.
+func setup(tb testing.TB) (*backend, fixture) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(tb, "libcontainer tests need root")
+	}
+	fixtureOnce.Do(func() { fixtureDir, fixtureErr = buildFixture() })
+	if fixtureErr != nil {
+		skipOrFail(tb, "cannot build test rootfs: %v", fixtureErr)
+	}
+	fx := fixture{Rootfs: filepath.Join(fixtureDir, "rootfs"), Pack: filepath.Join(fixtureDir, "pack")}
+	b := newBackend(hclog.New(&hclog.LoggerOptions{Name: "libcontainer-test", Output: os.Stderr, Level: hclog.Warn}))
+	resp, err := b.Availability(tb.Context(), &sandbox.AvailabilityRequest{Image: "test@sha256:0", Rootfs: fx.Rootfs})
+	if err != nil {
+		tb.Fatalf("Availability: %v", err)
+	}
+	if !resp.Available {
+		skipOrFail(tb, "libcontainer unavailable: %s: %s", resp.Reason, resp.Detail)
+	}
+	return b, fx
+}
+
+// newID returns a fresh run id and registers a safety net that kills and
+// destroys anything Run may have left behind, even when the test fails.
+func newID(tb testing.TB, b *backend, prefix string) string {
+	tb.Helper()
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	id := prefix + "-" + hex.EncodeToString(r[:])
+	tb.Cleanup(func() { forceCleanup(b, id) })
+	return id
+}
+
+func forceCleanup(b *backend, id string) {
+	if c, err := libcontainer.Load(b.stateRoot, id); err == nil {
+		_ = c.Signal(unix.SIGKILL)
+		_ = c.Destroy()
+	}
+	_ = os.RemoveAll(filepath.Join(b.stateRoot, id))
+	for _, p := range cgroupDirsOf(b, id) {
+		_ = os.Remove(p)
+	}
+}
+
+// cgroupDirsOf lists <hierarchy>/<parent>/<id> for every hierarchy mounted
+// under /sys/fs/cgroup, found by globbing (independently of cleanup.go).
+func cgroupDirsOf(b *backend, id string) []string {
+	var out []string
+	rel := strings.TrimPrefix(b.cgroupParent, "/") + "/" + id
+	for _, pat := range []string{"/sys/fs/cgroup/" + rel, "/sys/fs/cgroup/*/" + rel} {
+		m, _ := filepath.Glob(pat)
+		out = append(out, m...)
+	}
+	return out
+}
+
+// assertNoLeftovers checks, independently of the backend, that nothing of
+// run id remains: state dir, cgroup dirs, mounts under the rootfs.
+func assertNoLeftovers(tb testing.TB, b *backend, fx fixture, id string) {
+	tb.Helper()
+	if _, err := os.Lstat(filepath.Join(b.stateRoot, id)); !errors.Is(err, fs.ErrNotExist) {
+		tb.Errorf("state dir of %s left behind (lstat: %v)", id, err)
+	}
+	if left := cgroupDirsOf(b, id); len(left) > 0 {
+		tb.Errorf("cgroup dirs of %s left behind: %v", id, left)
+	}
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(fx.Rootfs))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(ms) > 0 {
+		tb.Errorf("mounts under the rootfs left behind: %d (first %s)", len(ms), ms[0].Mountpoint)
+	}
+}
+
+// spec returns a run spec for args on the fixture.
+func spec(fx fixture, id string, args ...string) sandbox.Spec {
+	return sandbox.Spec{
+		RunID:      id,
+		Image:      "test@sha256:" + strings.Repeat("1", 64),
+		PackageDir: fx.Pack,
+		Rootfs:     fx.Rootfs,
+		Args:       args,
+		Env:        []string{"AGENTNODE_TEST=1"},
+	}
+}
+
+func cgroups2Unified() bool {
+	var st unix.Statfs_t
+	return unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
+)
+
+// TestConformance runs the shared conformance and escape suite against
+// this backend through the real gRPC plugin path.
+func TestConformance(t *testing.T) {
+	b, fx := setup(t)
+	c := sandboxtest.Connect(t, info(), b)
+	sandboxtest.Run(t, c, suiteConfig(fx))
+}
+
+func suiteConfig(fx fixture) sandboxtest.Config {
+	return sandboxtest.Config{
+		Image:  "agentnode-test@sha256:" + strings.Repeat("1", 64),
+		Rootfs: fx.Rootfs,
+	}
+}
