@@ -17,6 +17,7 @@ import (
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
+	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )
 
 // stageConfig loads and validates the config. Missing → not_set_up,
@@ -88,7 +89,37 @@ func stageArtifact(_ context.Context, st *state) error {
 	for _, a := range st.actions {
 		st.res.Actions = append(st.res.Actions, string(a))
 	}
+	if st.k.Plugins != nil && !mayRunOnHost(st) {
+		// Certain to be sandboxed: start the backend now, alongside the
+		// trust plugin. This is a hint for start-up only; placement decides.
+		st.k.Plugins.Prestart(plugin.KindSandbox, st.set.backend)
+	}
 	return s.Verify(pkg)
+}
+
+// mayRunOnHost reports whether any attestation of the package claims a tier
+// that host_trust_policy would place on the host. Claims are not verified
+// here (the trust stage does that); an unsigned claim can only make agentnode
+// skip a prestart, never change a decision.
+func mayRunOnHost(st *state) bool {
+	if st.set.hostTrustPolicy == "none" || st.pkg.Manifest.PackageType == "agent" {
+		return false
+	}
+	for _, raw := range st.pkg.Attestations {
+		a, err := attestation.Parse(raw)
+		if err != nil {
+			continue
+		}
+		switch a.TrustLevel {
+		case trust.LevelCurated:
+			return true
+		case trust.LevelTrusted:
+			if st.set.hostTrustPolicy == "default" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stageTrust asks the configured trust plugin for the package's tier.
