@@ -124,22 +124,23 @@ func runInSandbox(ctx context.Context, st *state, stdin []byte) (*toolRun, error
 		Stdout: stdout,
 		Stderr: stderr,
 	})
-	run := &toolRun{stdout: stdout.Bytes(), stderr: stderr.Bytes(), flooded: stdout.exceeded}
-	if resp != nil {
-		run.exitCode = resp.ExitCode
-	}
-	if err != nil && !stdout.exceeded {
+	if resp == nil {
+		// No answer, so no proof the container is gone: never a success.
+		if err == nil {
+			err = errors.New("no result")
+		}
 		return nil, sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
 	}
-	if resp != nil && !resp.CleanupVerified {
+	run := &toolRun{exitCode: resp.ExitCode, stdout: stdout.Bytes(), stderr: stderr.Bytes(), flooded: stdout.exceeded}
+	if err != nil && !stdout.exceeded {
+		return run, sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+	}
+	if !resp.CleanupVerified {
 		return run, reason.New(reason.SandboxUnavailable,
 			"sandbox backend %s could not prove the container was removed after the run", st.set.backend)
 	}
-	if resp != nil && resp.TimedOut {
+	if resp.TimedOut {
 		return run, reason.New(reason.Timeout, "tool %s/%s timed out after %s", st.pkg.ID, st.tool.Name, st.set.timeout)
-	}
-	if resp == nil && !stdout.exceeded {
-		return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s returned no result", st.set.backend)
 	}
 	return run, nil
 }

@@ -156,6 +156,7 @@ type tarEntry struct {
 	mode int64
 	body []byte
 	link string
+	uid  int // owner; 0 unless set
 }
 
 // rootfsTar returns the layer's uncompressed tar: sorted entries, every
@@ -175,7 +176,17 @@ func rootfsTar(busybox []byte) []byte {
 		{name: "usr/bin/env", typ: tar.TypeSymlink, mode: 0o777, link: "/bin/busybox"},
 	}
 	for _, d := range emptyDirs {
-		entries = append(entries, dir(d))
+		switch d {
+		case "tmp":
+			// 1777: runtimes that copy the image directory's mode onto the
+			// tmpfs mounted there (runc 1.1, used by Debian's Docker and
+			// Podman) must still give uid 1000 a writable /tmp.
+			entries = append(entries, tarEntry{name: d + "/", typ: tar.TypeDir, mode: 0o1777})
+		case "sandbox-home":
+			entries = append(entries, tarEntry{name: d + "/", typ: tar.TypeDir, mode: 0o700, uid: 1000})
+		default:
+			entries = append(entries, dir(d))
+		}
 	}
 	for _, a := range Applets {
 		entries = append(entries, tarEntry{name: "bin/" + a, typ: tar.TypeSymlink, mode: 0o777, link: "busybox"})
@@ -191,6 +202,8 @@ func rootfsTar(busybox []byte) []byte {
 			Linkname: e.link,
 			Mode:     e.mode,
 			Size:     int64(len(e.body)),
+			Uid:      e.uid,
+			Gid:      e.uid,
 			ModTime:  epoch,
 			Format:   tar.FormatUSTAR,
 		}

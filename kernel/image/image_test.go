@@ -187,11 +187,21 @@ func TestLayerAndConfigAreFixed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if hdr.ModTime.Unix() != 0 || hdr.Uid != 0 || hdr.Gid != 0 || hdr.Uname != "" || hdr.Gname != "" {
+		owner := 0
+		if hdr.Name == "sandbox-home/" {
+			owner = 1000 // the sandbox user's home
+		}
+		if hdr.ModTime.Unix() != 0 || hdr.Uid != owner || hdr.Gid != owner || hdr.Uname != "" || hdr.Gname != "" {
 			t.Errorf("%s: mtime %v uid %d gid %d", hdr.Name, hdr.ModTime, hdr.Uid, hdr.Gid)
 		}
 		names = append(names, hdr.Name)
 		byName[hdr.Name] = hdr
+	}
+	if h := byName["tmp/"]; h == nil || h.Mode != 0o1777 {
+		t.Errorf("tmp/ must be 1777 (runc 1.1 copies it onto the tmpfs): %+v", h)
+	}
+	if h := byName["sandbox-home/"]; h == nil || h.Mode != 0o700 {
+		t.Errorf("sandbox-home/ must be 0700: %+v", h)
 	}
 	if !sort.StringsAreSorted(names) {
 		t.Errorf("tar entries not sorted: %v", names)

@@ -214,6 +214,9 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 // reads Stdin, after its Run returned.
 var errRunEnded = errors.New("sandbox: run has ended")
 
+// errStopped is the cause of a run's context when the host sent stop.
+var errStopped = errors.New("sandbox: the host stopped reading output")
+
 // errProtocol marks a host that broke the stream protocol.
 var errProtocol = errors.New("sandbox: stream protocol violation")
 
@@ -259,6 +262,9 @@ func (s *server) Run(stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput])
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	pr, pw := io.Pipe()
+	// pumpStdin may cancel ctx with errStopped (the host stopped reading
+	// output); the backend sees a cancelled run and must still clean up and
+	// answer, and that answer is sent.
 	out := &outStream{stream: stream}
 	// pumpStdin ends when the stream does: at the latest when this handler
 	// returns, which cancels the stream's context and fails its Recv.
@@ -323,6 +329,10 @@ func pumpStdin(stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput], pw *i
 					discard = true // the backend closed stdin or returned
 				}
 			}
+		case *pb.RunInput_Stop:
+			// The host stopped reading: end the run like a cancellation,
+			// but keep the stream so the exit (and cleanup proof) reaches it.
+			abort(errStopped)
 		case *pb.RunInput_CloseStdin:
 			if !open {
 				fail("close_stdin twice")
@@ -455,7 +465,11 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 //
 // When ctx is done the stream is cancelled (the plugin's ctx is cancelled
 // too) and Run returns an error wrapping context.Cause(ctx). An error reading
-// Stdin or writing Stdout/Stderr cancels the run and is returned.
+// Stdin cancels the run and is returned. An error writing Stdout/Stderr
+// stops the run (the backend kills the process and cleans up) and Run
+// returns that error together with the backend's RunResponse, so the caller
+// still learns whether cleanup was verified; if the backend answered the
+// stop with an error, the response is nil.
 func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error) {
 	if req == nil {
 		return nil, errors.New("sandbox: nil RunRequest")
@@ -475,7 +489,8 @@ func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 	if err := stream.Send(&pb.RunInput{Msg: &pb.RunInput_Spec{Spec: spec}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, runError(ctx, err)
 	}
-	go sendStdin(ctx, stream, req.Stdin, cancel)
+	snd := &sender{stream: stream}
+	go sendStdin(ctx, snd, req.Stdin, cancel)
 
 	stdout, stderr := req.Stdout, req.Stderr
 	if stdout == nil {
@@ -484,13 +499,20 @@ func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	var exit *pb.RunExit
+	var (
+		exit     *pb.RunExit
+		writeErr error // the caller's writer failed: the run was stopped
+	)
 	for {
 		out, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			if writeErr != nil {
+				// The backend answered the stop with an error: no proof.
+				return nil, fmt.Errorf("%w; the stopped run then failed: %w", writeErr, runError(ctx, err))
+			}
 			return nil, runError(ctx, err)
 		}
 		var w io.Writer
@@ -512,10 +534,17 @@ func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 		if exit != nil {
 			return nil, fmt.Errorf("%w: output after the exit message", ErrProtocol)
 		}
+		if writeErr != nil {
+			continue // stopped: drain until the exit message
+		}
 		if _, err := w.Write(data); err != nil {
-			err = fmt.Errorf("sandbox: writing output: %w", err)
-			cancel(err)
-			return nil, err
+			// Stop the run but keep the stream: the backend kills the
+			// process, cleans up and still reports whether it proved that.
+			writeErr = fmt.Errorf("sandbox: writing output: %w", err)
+			if serr := snd.send(&pb.RunInput{Msg: &pb.RunInput_Stop{Stop: true}}); serr != nil && !errors.Is(serr, io.EOF) {
+				cancel(writeErr)
+				return nil, writeErr
+			}
 		}
 	}
 	if exit == nil {
@@ -524,13 +553,30 @@ func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 	if exit.GetError() != "" {
 		return nil, fmt.Errorf("sandbox plugin: run: %s", exit.GetError())
 	}
-	return &RunResponse{
+	resp := &RunResponse{
 		ExitCode:        int(exit.GetExitCode()),
 		TimedOut:        exit.GetTimedOut(),
 		Killed:          exit.GetKilled(),
 		CleanupVerified: exit.GetCleanupVerified(),
-	}, nil
+	}
+	// After a failed write the response still tells whether the stopped
+	// run was cleaned up; the error says why it was stopped.
+	return resp, writeErr
 }
+
+// sender serialises Send on the client stream: the stdin goroutine and the
+// receive loop (stop) both send.
+type sender struct {
+	mu     sync.Mutex
+	stream grpc.BidiStreamingClient[pb.RunInput, pb.RunOutput]
+}
+
+func (s *sender) send(m *pb.RunInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stream.Send(m)
+}
+
 
 // runError prefers the reason the run's context ended (the caller's
 // cancellation or deadline, a stdin read error) over the gRPC status it
@@ -548,11 +594,10 @@ func runError(ctx context.Context, err error) error {
 
 // sendStdin copies r to the stream in chunks, then sends close_stdin and
 // half-closes. It is the only goroutine that sends after the spec.
-func sendStdin(ctx context.Context, stream grpc.BidiStreamingClient[pb.RunInput, pb.RunOutput], r io.Reader, abort context.CancelCauseFunc) {
+func sendStdin(ctx context.Context, stream *sender, r io.Reader, abort context.CancelCauseFunc) {
+	// No CloseSend after close_stdin: the stream stays open for stop.
 	closeStdin := func() {
-		if stream.Send(&pb.RunInput{Msg: &pb.RunInput_CloseStdin{CloseStdin: true}}) == nil {
-			_ = stream.CloseSend()
-		}
+		_ = stream.send(&pb.RunInput{Msg: &pb.RunInput_CloseStdin{CloseStdin: true}})
 	}
 	if r == nil {
 		closeStdin()
@@ -565,7 +610,7 @@ func sendStdin(ctx context.Context, stream grpc.BidiStreamingClient[pb.RunInput,
 			return // the run is over or cancelled
 		}
 		if n > 0 {
-			if stream.Send(&pb.RunInput{Msg: &pb.RunInput_Stdin{Stdin: buf[:n]}}) != nil {
+			if stream.send(&pb.RunInput{Msg: &pb.RunInput_Stdin{Stdin: buf[:n]}}) != nil {
 				return // the stream ended; Recv reports why
 			}
 		}

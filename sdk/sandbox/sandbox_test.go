@@ -620,3 +620,55 @@ func TestWireProtocolViolations(t *testing.T) {
 		})
 	}
 }
+
+// floodBackend writes stdout until its run is cancelled, then reports a
+// killed, cleaned-up run: what a real backend does when the host stops
+// reading.
+type floodBackend struct{}
+
+func (floodBackend) Availability(context.Context, *sandbox.AvailabilityRequest) (*sandbox.AvailabilityResponse, error) {
+	return &sandbox.AvailabilityResponse{Available: true}, nil
+}
+
+func (floodBackend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.RunResponse, error) {
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	for ctx.Err() == nil {
+		if _, err := req.Stdout.Write(chunk); err != nil {
+			break
+		}
+	}
+	<-ctx.Done()
+	return &sandbox.RunResponse{ExitCode: 137, Killed: true, CleanupVerified: true}, nil
+}
+
+type failAfter struct{ n, limit int }
+
+var errHostFull = errors.New("host buffer full")
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if f.n+len(p) > f.limit {
+		return 0, errHostFull
+	}
+	f.n += len(p)
+	return len(p), nil
+}
+
+// TestStopKeepsCleanupProof: when the host's stdout writer fails, the run is
+// stopped, and the backend's answer — killed, cleanup verified — still
+// reaches the host together with the write error.
+func TestStopKeepsCleanupProof(t *testing.T) {
+	c := sandboxtest.Connect(t, info, floodBackend{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Run(ctx, &sandbox.RunRequest{Spec: sandbox.Spec{RunID: "flood", Args: []string{"x"}},
+		Stdout: &failAfter{limit: 1 << 20}})
+	if !errors.Is(err, errHostFull) {
+		t.Fatalf("err = %v, want the writer's error", err)
+	}
+	if resp == nil || !resp.Killed || !resp.CleanupVerified || resp.ExitCode != 137 {
+		t.Fatalf("resp = %+v: the stopped run's cleanup proof was lost", resp)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("stop did not end the run before the deadline")
+	}
+}

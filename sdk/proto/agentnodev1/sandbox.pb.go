@@ -331,6 +331,7 @@ type RunInput struct {
 	//	*RunInput_Spec
 	//	*RunInput_Stdin
 	//	*RunInput_CloseStdin
+	//	*RunInput_Stop
 	Msg           isRunInput_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -400,6 +401,15 @@ func (x *RunInput) GetCloseStdin() bool {
 	return false
 }
 
+func (x *RunInput) GetStop() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*RunInput_Stop); ok {
+			return x.Stop
+		}
+	}
+	return false
+}
+
 type isRunInput_Msg interface {
 	isRunInput_Msg()
 }
@@ -416,11 +426,19 @@ type RunInput_CloseStdin struct {
 	CloseStdin bool `protobuf:"varint,3,opt,name=close_stdin,json=closeStdin,proto3,oneof"`
 }
 
+type RunInput_Stop struct {
+	// The host stopped reading output (for example at the output limit):
+	// kill the process, clean up, and still send the exit message.
+	Stop bool `protobuf:"varint,4,opt,name=stop,proto3,oneof"`
+}
+
 func (*RunInput_Spec) isRunInput_Msg() {}
 
 func (*RunInput_Stdin) isRunInput_Msg() {}
 
 func (*RunInput_CloseStdin) isRunInput_Msg() {}
+
+func (*RunInput_Stop) isRunInput_Msg() {}
 
 type RunExit struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -627,12 +645,13 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\anetwork\x18\b \x01(\bR\anetwork\x12\x16\n" +
 	"\x06rootfs\x18\t \x01(\tR\x06rootfs\x12\x19\n" +
 	"\bimage_id\x18\n" +
-	" \x01(\tR\aimageId\"y\n" +
+	" \x01(\tR\aimageId\"\x8f\x01\n" +
 	"\bRunInput\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.agentnode.v1.RunSpecH\x00R\x04spec\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
-	"closeStdinB\x05\n" +
+	"closeStdin\x12\x14\n" +
+	"\x04stop\x18\x04 \x01(\bH\x00R\x04stopB\x05\n" +
 	"\x03msg\"\x9c\x01\n" +
 	"\aRunExit\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x1b\n" +
@@ -701,6 +720,7 @@ func file_agentnode_v1_sandbox_proto_init() {
 		(*RunInput_Spec)(nil),
 		(*RunInput_Stdin)(nil),
 		(*RunInput_CloseStdin)(nil),
+		(*RunInput_Stop)(nil),
 	}
 	file_agentnode_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
 		(*RunOutput_Stdout)(nil),

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
+)
+
+// TestConformance runs the shared conformance and escape suite against the
+// backend in-process, on the image kernel/image.Build makes (its /tmp is
+// 1777: Debian's runc 1.1 gives the tmpfs the image directory's mode),
+// loaded into a private dockerd. Nothing is skipped.
+func TestConformance(t *testing.T) {
+	e := testEnv(t)
+	sandboxtest.Run(t, newTestBackend(t, e), suiteConfig(e))
+}
+
+// TestConformanceBinary runs the whole suite through the built plugin
+// binary (go-plugin, gRPC, SHA-256 pinned), as agentnode does.
+func TestConformanceBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs the whole suite")
+	}
+	e := testEnv(t)
+	sandboxtest.Run(t, sandboxtest.LaunchPlugin(t, buildPlugin(t, e)), suiteConfig(e))
+}
+
+func suiteConfig(e *dockerEnv) sandboxtest.Config {
+	return sandboxtest.Config{Image: e.img.Ref, ImageID: e.img.ConfigDigest}
+}
