@@ -577,7 +577,6 @@ func (s *sender) send(m *pb.RunInput) error {
 	return s.stream.Send(m)
 }
 
-
 // runError prefers the reason the run's context ended (the caller's
 // cancellation or deadline, a stdin read error) over the gRPC status it
 // caused.

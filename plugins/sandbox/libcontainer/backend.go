@@ -420,7 +420,9 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 		kill()
 		w = <-done
 	case <-ctx.Done():
-		cause = fmt.Errorf("libcontainer: run %s: %w", id, context.Cause(ctx))
+		// Cancelled (or stopped by the host at its output limit): kill,
+		// and still answer, so the host learns whether cleanup was proven.
+		b.log.Debug("run cancelled", "run_id", id, "cause", context.Cause(ctx))
 		kill()
 		w = <-done
 	case err := <-pipes.failed:

@@ -216,9 +216,15 @@ func TestContextCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(500*time.Millisecond, cancel)
 			start := time.Now()
-			_, err := c.Run(ctx, &sandbox.RunRequest{Spec: spec(fx, id, "sleep", "1000")})
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("err = %v, want context.Canceled", err)
+			resp, err := c.Run(ctx, &sandbox.RunRequest{Spec: spec(fx, id, "sleep", "1000")})
+			if path == "grpc" {
+				// The host side returns the caller's cancellation.
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("err = %v, want context.Canceled", err)
+				}
+			} else if err != nil || resp == nil || !resp.Killed || !resp.CleanupVerified {
+				// The backend answers a cancelled run: killed, cleanup proven.
+				t.Fatalf("resp = %+v, err = %v; want a killed, verified run", resp, err)
 			}
 			if took := time.Since(start); took > 5*time.Second {
 				t.Fatalf("cancel took %v", took)

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+)
+
+const testImageHex = "108cfe9164e79263b959d4b679593dd13a3b16985f7c1f5231b7c50cdbd28e2c"
+
+func testParams() runParams {
+	return runParams{
+		runID: "run-1", nonce: "n0nce", owner: "42:4242", imageID: testImageHex,
+		cidfile: "/run/x/cid", seccompFile: "/run/x/seccomp.json", cgroupParent: DefaultCgroupParent, backstop: 35,
+	}
+}
+
+func testSpec(t *testing.T, mod func(*sandbox.Spec)) *specs.Spec {
+	t.Helper()
+	run := sandbox.Spec{
+		RunID: "run-1", ImageID: "sha256:" + testImageHex, PackageDir: "/srv/pack",
+		Args: []string{"/pack/tool", "--flag", "a b", `["x"]`}, Env: []string{"FOO=bar", "MULTI=a,b c"},
+		Limits: sandbox.Limits{MemoryBytes: 64 << 20, Pids: 100, CPUs: 0.5, TmpBytes: 8 << 20},
+	}
+	if mod != nil {
+		mod(&run)
+	}
+	s, err := profile.ForRun(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// flagValues returns every value of flag in args (before the image).
+func flagValues(args []string, flag string) []string {
+	var out []string
+	for i := 0; i < len(args)-1; i++ {
+		if args[i] == testImageHex {
+			break
+		}
+		if args[i] == flag {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
+}
+
+func TestRunArgsMapsTheProfile(t *testing.T) {
+	args, err := runArgs(testSpec(t, nil), testParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{
+		"run", "--rm=false", "--interactive", "--read-only", "--read-only-tmpfs=false", "--cap-drop=ALL",
+		"--passwd=false", "--systemd=false", "--env-host=false", "--http-proxy=false", "--no-healthcheck",
+		"--no-hosts", "--unsetenv-all",
+	} {
+		if !slices.Contains(args, f) {
+			t.Errorf("missing %s in %q", f, args)
+		}
+	}
+	want := map[string][]string{
+		"--name":          {"agentnode-run-1"},
+		"--label":         {"agentnode.run=run-1", "agentnode.nonce=n0nce", "agentnode.owner=42:4242"},
+		"--cidfile":       {"/run/x/cid"},
+		"--log-driver":    {"passthrough"},
+		"--pull":          {"never"},
+		"--network":       {"none"},
+		"--userns":        {"host"},
+		"--pid":           {"private"},
+		"--ipc":           {"private"},
+		"--uts":           {"private"},
+		"--cgroupns":      {"private"},
+		"--cgroups":       {"enabled"},
+		"--cgroup-parent": {DefaultCgroupParent},
+		"--image-volume":  {"ignore"},
+		"--user":          {"1000:1000"},
+		"--hostname":      {"sandbox"},
+		"--workdir":       {"/tmp"},
+		"--timeout":       {"35"},
+		"--memory":        {"67108864"},
+		"--memory-swap":   {"67108864"},
+		"--pids-limit":    {"100"},
+		"--cpu-period":    {"100000"},
+		"--cpu-quota":     {"50000"},
+		"--shm-size":      {"16m"},
+		"--ulimit":        {"nofile=1024:1024", "nproc=4096:4096", "core=0:0"},
+		"--security-opt": {"no-new-privileges", "seccomp=/run/x/seccomp.json",
+			"mask=/proc/acpi:/proc/asound:/proc/interrupts:/proc/kallsyms:/proc/kcore:/proc/keys:/proc/latency_stats:/proc/sched_debug:/proc/scsi:/proc/sysrq-trigger:/proc/timer_list:/proc/timer_stats:/sys/devices/virtual/powercap:/sys/firmware"},
+		"--tmpfs": {"/tmp:rw,nosuid,nodev,noexec,mode=1777,size=8388608,notmpcopyup,U",
+			"/sandbox-home:rw,nosuid,nodev,noexec,mode=700,size=16m,notmpcopyup,U"},
+		"--volume":     {"/srv/pack:/pack:bind,ro,nosuid,nodev"},
+		"--env":        {"PATH=/bin:/usr/bin", "HOME=/sandbox-home", "FOO=bar", "MULTI=a,b c"},
+		"--entrypoint": {`["/pack/tool"]`},
+	}
+	for flag, vals := range want {
+		if got := flagValues(args, flag); !slices.Equal(got, vals) {
+			t.Errorf("%s = %q, want %q", flag, got, vals)
+		}
+	}
+	// The image ID, then the rest of argv verbatim, at the end.
+	i := slices.Index(args, testImageHex)
+	if i < 0 || !slices.Equal(args[i+1:], []string{"--flag", "a b", `["x"]`}) {
+		t.Errorf("image and argv: %q", args[max(i, 0):])
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--privileged") || strings.HasPrefix(a, "--cap-add") || strings.HasPrefix(a, "--device") {
+			t.Errorf("unexpected %s", a)
+		}
+	}
+}
+
+func TestRunArgsRefuses(t *testing.T) {
+	cases := map[string]struct {
+		spec func(*specs.Spec)
+		p    func(*runParams)
+		run  func(*sandbox.Spec)
+	}{
+		"colon in PackageDir":   {run: func(r *sandbox.Spec) { r.PackageDir = "/srv/a:b" }},
+		"comma in PackageDir":   {run: func(r *sandbox.Spec) { r.PackageDir = "/srv/a,b" }},
+		"bad run id":            {p: func(p *runParams) { p.runID = "../x" }},
+		"bad image id":          {p: func(p *runParams) { p.imageID = "busybox" }},
+		"terminal":              {spec: func(s *specs.Spec) { s.Process.Terminal = true }},
+		"root":                  {spec: func(s *specs.Spec) { s.Process.User.UID = 0 }},
+		"extra groups":          {spec: func(s *specs.Spec) { s.Process.User.AdditionalGids = []uint32{0} }},
+		"no nnp":                {spec: func(s *specs.Spec) { s.Process.NoNewPrivileges = false }},
+		"a capability":          {spec: func(s *specs.Spec) { s.Process.Capabilities.Bounding = []string{"CAP_KILL"} }},
+		"no capabilities field": {spec: func(s *specs.Spec) { s.Process.Capabilities = nil }},
+		"writable root":         {spec: func(s *specs.Spec) { s.Root.Readonly = false }},
+		"no seccomp":            {spec: func(s *specs.Spec) { s.Linux.Seccomp = nil }},
+		"user namespace": {spec: func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		}},
+		"joined namespace": {spec: func(s *specs.Spec) { s.Linux.Namespaces[0].Path = "/proc/1/ns/pid" }},
+		"no pid namespace": {spec: func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[1:] }},
+		"unknown mount": {spec: func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: "/data"})
+		}},
+		"exec tmpfs": {spec: func(s *specs.Spec) {
+			for i := range s.Mounts {
+				if s.Mounts[i].Destination == "/tmp" {
+					s.Mounts[i].Options = slices.DeleteFunc(s.Mounts[i].Options, func(o string) bool { return o == "noexec" })
+				}
+			}
+		}},
+		"foreign tmpfs owner": {spec: func(s *specs.Spec) {
+			for i := range s.Mounts {
+				if s.Mounts[i].Destination == profile.HomeDir {
+					s.Mounts[i].Options = append(s.Mounts[i].Options, "uid=0")
+				}
+			}
+		}},
+		"writable pack": {spec: func(s *specs.Spec) {
+			for i := range s.Mounts {
+				if s.Mounts[i].Destination == profile.PackDir {
+					s.Mounts[i].Options = []string{"bind"}
+				}
+			}
+		}},
+		"recursive pack": {spec: func(s *specs.Spec) {
+			for i := range s.Mounts {
+				if s.Mounts[i].Destination == profile.PackDir {
+					s.Mounts[i].Options = []string{"rbind", "bind", "ro"}
+				}
+			}
+		}},
+		"no pids limit":   {spec: func(s *specs.Spec) { s.Linux.Resources.Pids = nil }},
+		"swap above mem":  {spec: func(s *specs.Spec) { *s.Linux.Resources.Memory.Swap = *s.Linux.Resources.Memory.Limit - 1 }},
+		"device allowed":  {spec: func(s *specs.Spec) { s.Linux.Resources.Devices[0].Allow = true }},
+		"sysctl":          {spec: func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.x": "1"} }},
+		"hooks":           {spec: func(s *specs.Spec) { s.Hooks = &specs.Hooks{} }},
+		"bad rlimit":      {spec: func(s *specs.Spec) { s.Process.Rlimits[0].Type = "NOFILE" }},
+		"incomplete spec": {spec: func(s *specs.Spec) { s.Linux = nil }},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if c.run != nil {
+				// ForRun may refuse it already; then so does the backend.
+				run := sandbox.Spec{RunID: "r", ImageID: "sha256:" + testImageHex, PackageDir: "/srv/pack", Args: []string{"/pack/x"}}
+				c.run(&run)
+				s, err := profile.ForRun(run)
+				if err != nil {
+					return
+				}
+				if _, err := runArgs(s, testParams()); err == nil {
+					t.Fatal("runArgs accepted it")
+				}
+				return
+			}
+			s := testSpec(t, nil)
+			p := testParams()
+			if c.spec != nil {
+				c.spec(s)
+			}
+			if c.p != nil {
+				c.p(&p)
+			}
+			if args, err := runArgs(s, p); err == nil {
+				t.Fatalf("runArgs accepted it: %q", args)
+			}
+		})
+	}
+}
+
+func TestParseImageID(t *testing.T) {
+	if h, err := parseImageID("sha256:" + testImageHex); err != nil || h != testImageHex {
+		t.Fatalf("parseImageID = %q, %v", h, err)
+	}
+	for _, bad := range []string{"", "sha256:", "sha256:abc", "sha512:" + testImageHex, strings.ToUpper(testImageHex), "busybox:latest", "sha256:" + testImageHex + "0"} {
+		if _, err := parseImageID(bad); err == nil {
+			t.Errorf("parseImageID(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	cases := []struct {
+		out, prefix string
+		want        semver
+		ok          bool
+	}{
+		{"podman version 4.3.1\n", "podman version ", semver{4, 3}, true},
+		{"runc version 1.1.5+ds1\ncommit: x\nspec: 1.0.2-dev\n", "runc version ", semver{1, 1}, true},
+		{"runc version 1.5.3\n", "runc version ", semver{1, 5}, true},
+		{"podman version dev\n", "podman version ", semver{}, false},
+		{"", "podman version ", semver{}, false},
+	}
+	for _, c := range cases {
+		got, err := parseVersion([]byte(c.out), c.prefix)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseVersion(%q) = %v, %v", c.out, got, err)
+		}
+	}
+	if !(semver{3, 4}).less(minPodman) || (semver{4, 3}).less(minPodman) || (semver{5, 0}).less(minPodman) {
+		t.Error("semver.less")
+	}
+}
+
+func TestRunIDs(t *testing.T) {
+	for _, ok := range []string{"a", "an-0123", "sandboxtest-exit-code-12-1", "A.b_c-1"} {
+		if !runIDRE.MatchString(ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", "-a", ".a", "a/b", "a b", "a:b", strings.Repeat("a", 129), "a\n"} {
+		if runIDRE.MatchString(bad) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestAlive(t *testing.T) {
+	self, err := processID(1)
+	if err != nil {
+		t.Skip(err)
+	}
+	if !alive(self) {
+		t.Errorf("pid 1 (%s) not alive", self)
+	}
+	pid, start, _ := strings.Cut(self, ":")
+	for _, dead := range []string{pid + ":" + start + "1", "0:1", "x", "", "99999999:1"} {
+		if alive(dead) {
+			t.Errorf("%q alive", dead)
+		}
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	if got := unescapeMountinfo(`/a\040b\011c`); got != "/a b\tc" {
+		t.Errorf("got %q", got)
+	}
+}

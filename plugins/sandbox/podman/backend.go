@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+)
+
+// Grace periods of a run.
+const (
+	// killGrace is how long Run keeps sending SIGKILL to the container (it
+	// may still be being created) before it kills the podman process group.
+	killGrace = 2 * time.Second
+	// ioGrace is how long Run waits for its output copiers to drain after
+	// the container is gone before it closes the pipes under them.
+	ioGrace = 2 * time.Second
+	// backstopSlack is added to a run's timeout for conmon's own --timeout,
+	// which kills the container should this plugin die.
+	backstopSlack = 5 * time.Second
+)
+
+// backend implements sandbox.Backend with the podman CLI.
+type backend struct {
+	log          hclog.Logger
+	searchDirs   []string   // where podman and runc are looked for
+	stateDir     string     // DefaultStateDir
+	cgroupParent string     // DefaultCgroupParent
+	geteuid      func() int // os.Geteuid; replaced in tests
+	owner        string     // ownerLabel value: this process
+
+	mu  sync.Mutex
+	eng *engine // cached once the probe succeeded
+
+	active sync.WaitGroup // runs in progress, for drain
+
+	// beforeRemove, when set (tests), is called with the container ID after
+	// the run ended and before the container is removed.
+	beforeRemove func(id string)
+}
+
+var _ sandbox.Backend = (*backend)(nil)
+
+func newBackend(log hclog.Logger) *backend {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	b := &backend{
+		log:          log,
+		searchDirs:   filepath.SplitList(searchPath),
+		stateDir:     DefaultStateDir,
+		cgroupParent: DefaultCgroupParent,
+		geteuid:      os.Geteuid,
+	}
+	if id, err := processID(os.Getpid()); err == nil {
+		b.owner = id
+	}
+	return b
+}
+
+// engine returns the probed engine, probing it if no probe has succeeded
+// yet. A failed probe is not cached: an administrator may fix the host.
+func (b *backend) engine(ctx context.Context) (*engine, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.eng != nil {
+		return b.eng, nil
+	}
+	e, err := b.probe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.eng = e
+	b.log.Debug("podman ready", "podman", e.podman, "version", e.podmanVer, "runc", e.runc, "runc_version", e.runcVer)
+	return e, nil
+}
+
+// drain waits up to timeout for the runs in progress to end (their
+// containers removed) and reports whether they did. A host that cancels a
+// run gets its answer at once, while the container is still being killed
+// and removed; the plugin process must not exit under that.
+func (b *backend) drain(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { b.active.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// --- availability ---
+
+// Availability reports whether podman can run req.Image here now: podman
+// and runc installed and recent enough, root (rootless podman would ignore
+// the limits on cgroup v1), seccomp and the cgroup controllers with swap
+// accounting, and the image present in podman's storage.
+func (b *backend) Availability(ctx context.Context, req *sandbox.AvailabilityRequest) (*sandbox.AvailabilityResponse, error) {
+	if req == nil {
+		return nil, errors.New("podman: nil AvailabilityRequest")
+	}
+	no := func(reason, format string, args ...any) (*sandbox.AvailabilityResponse, error) {
+		return &sandbox.AvailabilityResponse{Reason: reason, Detail: fmt.Sprintf(format, args...)}, nil
+	}
+	if runtime.GOARCH != "amd64" {
+		return no(sandbox.ReasonIncompatible, "the sandbox profile's seccomp filter is for x86_64 only, not %s", runtime.GOARCH)
+	}
+	e, err := b.engine(ctx)
+	var un *errUnavailable
+	if errors.As(err, &un) {
+		return no(un.reason, "%s", un.detail)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("podman: %w", err)
+	}
+	id, err := b.imagePresent(ctx, e, req.Image)
+	if errors.As(err, &un) {
+		return no(un.reason, "%s", un.detail)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("podman: %w", err)
+	}
+	return &sandbox.AvailabilityResponse{Available: true, Detail: fmt.Sprintf("podman %s, runc %s, image %s is sha256:%s", e.podmanVer, e.runcVer, req.Image, id)}, nil
+}
+
+// imagePresent looks req's image up in podman's storage and returns its ID.
+// An image agentnode loaded (`podman load` of the OCI layout) carries the
+// tag <name>:<first 12 hex digits of the manifest digest>; an image pulled
+// by digest is found by the reference itself.
+func (b *backend) imagePresent(ctx context.Context, e *engine, ref string) (string, error) {
+	name, digest, ok := strings.Cut(ref, "@sha256:")
+	if ref == "" || !ok || name == "" || !hexID.MatchString(digest) {
+		return "", unavailable(sandbox.ReasonImageMissing, "no pinned image reference (name@sha256:<digest>) given: %q", ref)
+	}
+	if strings.ContainsAny(ref, " \t\n") || strings.HasPrefix(ref, "-") {
+		return "", unavailable(sandbox.ReasonImageMissing, "image reference %q is malformed", ref)
+	}
+	var lastErr error
+	for _, cand := range []string{name + ":" + digest[:12], ref} {
+		out, err := e.call(ctx, "image", "inspect", "--format", "{{.Id}}", cand)
+		if err == nil {
+			id := strings.TrimPrefix(strings.TrimSpace(string(out)), "sha256:")
+			if !hexID.MatchString(id) {
+				return "", fmt.Errorf("podman image inspect %s: unexpected ID %q", cand, id)
+			}
+			return id, nil
+		}
+		lastErr = err
+		var ce *cliError
+		if !errors.As(err, &ce) || ce.code != 125 {
+			return "", fmt.Errorf("podman image inspect: %w", err)
+		}
+	}
+	return "", unavailable(sandbox.ReasonImageMissing, "image %s is not in podman's storage (run `agentnode sandbox build`, which loads it): %v", ref, lastErr)
+}
+
+// --- run ---
+
+// runState is one run in progress.
+type runState struct {
+	e       *engine
+	req     *sandbox.RunRequest
+	name    string
+	nonce   string
+	cidfile string
+	cmd     *exec.Cmd
+	done    chan error // cmd.Wait's result
+	log     hclog.Logger
+}
+
+// Run runs req in a fresh container, enforces its timeout and ctx, and
+// always removes the container and proves it is gone before returning.
+// When ctx is done the container is killed and Run answers Killed (with
+// CleanupVerified once proven), so that a host that stopped the run still
+// learns whether it was cleaned up; when a caller's writer fails, Run
+// returns that error.
+func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandbox.RunResponse, err error) {
+	if req == nil {
+		return nil, errors.New("podman: nil RunRequest")
+	}
+	b.active.Add(1)
+	defer b.active.Done()
+	id := req.RunID
+	if !runIDRE.MatchString(id) {
+		return nil, fmt.Errorf("podman: run id %q: want 1-128 of [A-Za-z0-9_.-], starting with a letter or digit", id)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, context.Cause(ctx))
+	}
+	imageHex, err := parseImageID(req.ImageID)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
+	}
+	e, err := b.engine(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: podman is unavailable: %w", id, err)
+	}
+	spec := req.Spec
+	spec.Rootfs = "" // podman runs the image, not a directory
+	s, err := profile.ForRun(spec)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
+	}
+	rs := &runState{e: e, req: req, name: namePrefix + id, nonce: randomHex(16), log: b.log.With("run_id", id)}
+	rs.cidfile = filepath.Join(e.stateDir, "cid-"+rs.nonce)
+	p := runParams{
+		runID: id, nonce: rs.nonce, owner: b.owner, imageID: imageHex, cidfile: rs.cidfile,
+		seccompFile: e.seccompFile, cgroupParent: b.cgroupParent,
+	}
+	if req.Timeout > 0 {
+		p.backstop = uint64((req.Timeout + backstopSlack + time.Second - 1) / time.Second)
+	}
+	args, err := runArgs(s, p)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
+	}
+
+	pipes, err := newStdio(req)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
+	}
+	rs.cmd = e.command(args...)
+	pipes.attach(rs.cmd)
+	if err := rs.cmd.Start(); err != nil {
+		pipes.abort()
+		return nil, fmt.Errorf("podman: starting run %s: %w", id, err)
+	}
+	pipes.start()
+	rs.done = make(chan error, 1)
+	go func() { rs.done <- rs.cmd.Wait() }()
+
+	// From here on the container is always removed and its removal
+	// proven, also when waiting fails.
+	var containerID string
+	defer func() {
+		cleanErr := b.removeAndVerify(rs, containerID)
+		if werr := pipes.wait(); werr != nil && err == nil {
+			err = fmt.Errorf("podman: run %s: %w", id, werr)
+		}
+		switch {
+		case cleanErr != nil:
+			rs.log.Error("container cleanup not verified", "error", cleanErr)
+			resp, err = nil, errors.Join(err, cleanErr)
+		case err != nil:
+			resp = nil
+		case resp != nil:
+			resp.CleanupVerified = true
+		}
+	}()
+	resp, containerID, err = b.wait(ctx, rs, pipes)
+	return resp, err
+}
+
+// wait waits for podman run to end, killing the container on timeout,
+// cancellation or an output failure, and works out the exit status. It
+// returns the container's ID when podman created one.
+func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbox.RunResponse, string, error) {
+	id := rs.req.RunID
+	var timeout <-chan time.Time
+	if rs.req.Timeout > 0 {
+		t := time.NewTimer(rs.req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	resp := &sandbox.RunResponse{}
+	var cause error
+	var werr error
+	select {
+	case werr = <-rs.done:
+	case <-timeout:
+		resp.TimedOut = true
+		werr = b.kill(rs)
+	case <-ctx.Done():
+		// The host cancelled the run or sent stop (it no longer reads
+		// output): kill, clean up, and still answer: after a stop the host
+		// receives the answer, and with it the proof of cleanup.
+		rs.log.Info("run cancelled; killing the container", "cause", context.Cause(ctx))
+		resp.Killed = true
+		werr = b.kill(rs)
+	case err := <-pipes.failed:
+		cause = fmt.Errorf("podman: run %s: %w", id, err)
+		werr = b.kill(rs)
+	}
+	pipes.closeStdin()
+	cid := readCID(rs.cidfile)
+
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee) && ee.Exited():
+		code = ee.ExitCode()
+	case errors.As(werr, &ee):
+		// podman itself was killed (by us, after the container would not
+		// die): the container was killed too.
+		code = 128 + int(syscall.SIGKILL)
+		resp.Killed = true
+	default:
+		return nil, cid, errors.Join(cause, fmt.Errorf("podman: waiting for run %s: %w", id, werr))
+	}
+	if cause != nil {
+		return nil, cid, cause
+	}
+	// 125-127 are podman's own failures, or the tool's exit status: ask
+	// the container whether it ran.
+	if code >= 125 && code <= 127 && !resp.Killed {
+		ran, exit, err := b.inspectExit(rs, cid)
+		if err != nil {
+			return nil, cid, fmt.Errorf("podman: run %s: podman exited %d: %w", id, code, err)
+		}
+		if !ran {
+			return nil, cid, fmt.Errorf("podman: run %s: the container did not start (podman exited %d): %s", id, code, pipes.stderrTail())
+		}
+		code = exit
+	}
+	resp.ExitCode = code
+	if code == 128+int(syscall.SIGKILL) {
+		resp.Killed = true // us, conmon's backstop, or the kernel enforcing a limit (OOM)
+	}
+	if resp.TimedOut {
+		resp.Killed = true
+	}
+	return resp, cid, nil
+}
+
+// kill kills the run's container and returns podman run's exit. It sends
+// SIGKILL to the container through podman (by ID once podman has written
+// it; before that the container does not exist yet) until podman run
+// exits, and after killGrace kills the podman process group. A container
+// podman created but could not start or kill is removed afterwards.
+func (b *backend) kill(rs *runState) error {
+	deadline := time.Now().Add(killGrace)
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 250*time.Millisecond) {
+		if cid := readCID(rs.cidfile); cid != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), killGrace)
+			_, err := rs.e.call(ctx, "kill", "--signal", "KILL", cid)
+			cancel()
+			if err != nil {
+				rs.log.Debug("podman kill", "error", err)
+			}
+		}
+		select {
+		case err := <-rs.done:
+			return err
+		case <-time.After(delay):
+		}
+		if time.Now().After(deadline) {
+			rs.log.Warn("podman run did not end after the container was killed; killing podman's process group")
+			_ = syscall.Kill(-rs.cmd.Process.Pid, syscall.SIGKILL)
+			return <-rs.done
+		}
+	}
+}
+
+// inspectExit asks podman whether container cid started and how it ended.
+func (b *backend) inspectExit(rs *runState, cid string) (ran bool, exit int, err error) {
+	if cid == "" {
+		return false, 0, nil // never created
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	out, err := rs.e.call(ctx, "container", "inspect", "--format", "json", cid)
+	if err != nil {
+		return false, 0, err
+	}
+	var st []struct {
+		State struct {
+			Status    string    `json:"Status"`
+			ExitCode  int       `json:"ExitCode"`
+			StartedAt time.Time `json:"StartedAt"`
+		} `json:"State"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || len(st) != 1 {
+		return false, 0, fmt.Errorf("podman container inspect %s: %d results, %v", cid, len(st), err)
+	}
+	s := st[0].State
+	if s.StartedAt.IsZero() || (s.Status != "exited" && s.Status != "stopped") {
+		return false, 0, nil
+	}
+	return true, s.ExitCode, nil
+}
+
+// readCID returns the container ID podman wrote to the cidfile, or "".
+func readCID(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	id := strings.TrimSpace(string(b))
+	if !hexID.MatchString(id) {
+		return ""
+	}
+	return id
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("podman: crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// verifyTries bounds how often removal and its proof are retried: a
+// cgroup can outlive its last task by a moment, and the exit command conmon
+// runs races with podman rm.
+const verifyTries = 4
+
+// removeAndVerify removes the run's container and proves it is gone. cid
+// is the container's ID when podman wrote it; when it did not (podman died
+// or failed early), the container is looked up by the run's nonce label, so
+// that a container of the same name that is not ours is never touched.
+func (b *backend) removeAndVerify(rs *runState, cid string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defer os.Remove(rs.cidfile)
+	ids := []string{}
+	if cid == "" {
+		cid = readCID(rs.cidfile)
+	}
+	if cid != "" {
+		ids = append(ids, cid)
+	} else {
+		found, err := b.containersLabelled(ctx, rs.e, nonceLabel+"="+rs.nonce)
+		if err != nil {
+			return fmt.Errorf("podman: cleanup of run %s unverified: %w", rs.req.RunID, err)
+		}
+		for _, c := range found {
+			ids = append(ids, c.ID)
+		}
+	}
+	if b.beforeRemove != nil && len(ids) > 0 {
+		b.beforeRemove(ids[0])
+	}
+
+	var err error
+	for try := 0; try < verifyTries; try++ {
+		if try > 0 {
+			time.Sleep(time.Duration(25<<try) * time.Millisecond)
+		}
+		var rmErr error
+		if len(ids) > 0 {
+			// -t 0: no SIGTERM and ten seconds of grace; SIGKILL at once.
+			_, rmErr = rs.e.call(ctx, append([]string{"rm", "--force", "--time", "0", "--ignore"}, ids...)...)
+		}
+		err = b.verifyGone(ctx, rs, ids)
+		if err == nil {
+			return nil
+		}
+		if rmErr != nil {
+			err = fmt.Errorf("%w; podman rm: %w", err, rmErr)
+		}
+	}
+	return fmt.Errorf("podman: cleanup of run %s unverified: %w", rs.req.RunID, err)
+}
+
+// psEntry is one container of `podman ps --format json`.
+type psEntry struct {
+	ID     string            `json:"Id"`
+	Names  []string          `json:"Names"`
+	Labels map[string]string `json:"Labels"`
+}
+
+// listContainers lists every container podman knows: libpod's and, with
+// --external, those only in containers/storage.
+func listContainers(ctx context.Context, e *engine, filters ...string) ([]psEntry, error) {
+	args := []string{"ps", "--all", "--external", "--no-trunc", "--format", "json"}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
+	out, err := e.call(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	var list []psEntry
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, fmt.Errorf("podman ps: %w", err)
+	}
+	return list, nil
+}
+
+func (b *backend) containersLabelled(ctx context.Context, e *engine, label string) ([]psEntry, error) {
+	list, err := listContainers(ctx, e, "label="+label)
+	if err != nil {
+		return nil, err
+	}
+	out := list[:0]
+	for _, c := range list {
+		if hexID.MatchString(c.ID) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// verifyGone proves that nothing of the run's containers (ids) is left:
+//
+//   - no container in podman's whole list (one snapshot of libpod's
+//     database and containers/storage, the data `podman container exists`
+//     consults) has one of the IDs, the run's name, or its run or nonce
+//     label;
+//   - no cgroup directory <parent>/libpod-<id> in any mounted hierarchy
+//     (each v1 controller, named hierarchies, the unified one): a cgroup
+//     that still had a task could not have been removed;
+//   - no mount in this process's (the host's) table names an ID, and no
+//     storage directory of the container is left in podman's graph and run
+//     roots.
+func (b *backend) verifyGone(ctx context.Context, rs *runState, ids []string) error {
+	var left []string
+	list, err := listContainers(ctx, rs.e)
+	if err != nil {
+		return err
+	}
+	for _, c := range list {
+		switch {
+		case contains(ids, c.ID):
+			left = append(left, "container "+c.ID)
+		case contains(c.Names, rs.name):
+			left = append(left, fmt.Sprintf("a container named %s (%s)", rs.name, c.ID))
+		case c.Labels[runLabel] == rs.req.RunID:
+			left = append(left, fmt.Sprintf("a container labelled %s=%s (%s)", runLabel, rs.req.RunID, c.ID))
+		case c.Labels[nonceLabel] == rs.nonce:
+			left = append(left, fmt.Sprintf("a container with this run's nonce (%s)", c.ID))
+		}
+	}
+	if len(ids) > 0 {
+		cgs, err := cgroupMounts()
+		if err != nil {
+			return err
+		}
+		if len(cgs) == 0 {
+			return errors.New("no cgroup hierarchy mounted: cannot check the container's cgroups")
+		}
+		mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return fmt.Errorf("reading mountinfo: %w", err)
+		}
+		for _, id := range ids {
+			for _, m := range cgs {
+				if err := absent(filepath.Join(m.point, b.cgroupParent, "libpod-"+id)); err != nil {
+					left = append(left, "cgroup "+err.Error())
+				}
+			}
+			if strings.Contains(string(mountinfo), id) {
+				left = append(left, "a mount naming "+id)
+			}
+			for _, root := range []string{rs.e.graphRoot, rs.e.runRoot} {
+				if err := absent(filepath.Join(root, rs.e.graphDriver+"-containers", id)); err != nil {
+					left = append(left, "storage "+err.Error())
+				}
+			}
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+	return nil
+}
+
+// --- orphans ---
+
+// reapOrphans kills and removes this plugin's containers whose owning
+// plugin process is gone (it crashed or was killed mid-run, so no one
+// enforces their timeout any more). It never touches a container whose
+// owner is alive or that has no owner label. It runs once when the plugin
+// starts, off the hot path.
+func (b *backend) reapOrphans(ctx context.Context) (int, error) {
+	e, err := b.engine(ctx)
+	if err != nil {
+		return 0, nil // unavailable: nothing of ours can be running
+	}
+	list, err := b.containersLabelled(ctx, e, ownerLabel)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	reaped := 0
+	live := make([]string, 0, len(list))
+	for _, c := range list {
+		live = append(live, c.ID)
+	}
+	removeStaleCIDFiles(e.stateDir, live)
+	for _, c := range list {
+		owner := c.Labels[ownerLabel]
+		if owner == "" || alive(owner) {
+			continue
+		}
+		b.log.Warn("removing a container orphaned by a dead plugin process", "container", c.ID, "names", c.Names, "owner", owner)
+		if _, err := e.call(ctx, "rm", "--force", "--time", "0", "--ignore", c.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reaped++
+	}
+	return reaped, errors.Join(errs...)
+}
+
+// staleAfter is the age after which a cidfile whose container is gone is
+// left over from a plugin process that died.
+const staleAfter = time.Minute
+
+// removeStaleCIDFiles deletes the cidfiles in dir that are older than
+// staleAfter and name no container in live (a run removes its own cidfile;
+// these are from plugin processes that died).
+func removeStaleCIDFiles(dir string, live []string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name(), "cid-") {
+			continue
+		}
+		p := filepath.Join(dir, ent.Name())
+		fi, err := ent.Info()
+		if err != nil || time.Since(fi.ModTime()) < staleAfter || contains(live, readCID(p)) {
+			continue
+		}
+		_ = os.Remove(p)
+	}
+}
+
+// processID identifies a process across pid reuse: "<pid>:<start time>".
+func processID(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return "", fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return strconv.Itoa(pid) + ":" + f[19], nil
+}
+
+// alive reports whether the process named by processID still runs.
+func alive(owner string) bool {
+	pidStr, _, ok := strings.Cut(owner, ":")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil || pid <= 0 {
+		return false
+	}
+	id, err := processID(pid)
+	return err == nil && id == owner
+}
