@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -117,6 +118,9 @@ func TestScripts(t *testing.T) {
 			case "root":
 				return os.Geteuid() == 0, nil
 			}
+			if b, ok := strings.CutPrefix(cond, "backend:"); ok {
+				return backendAvailable(b)
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -125,6 +129,26 @@ func TestScripts(t *testing.T) {
 		},
 		RequireExplicitExec: false,
 	})
+}
+
+// backendAvailable reports whether the docker or podman engine can be
+// used by the e2e scripts. With AGENTNODE_REQUIRE_<ENGINE>=1 (CI) an engine
+// that is not usable fails the script instead of skipping it.
+func backendAvailable(name string) (bool, error) {
+	var ok bool
+	switch name {
+	case "docker":
+		ok = exec.Command("docker", "info").Run() == nil
+	case "podman":
+		_, err := exec.LookPath("podman")
+		ok = err == nil
+	default:
+		return false, fmt.Errorf("unknown backend %q", name)
+	}
+	if !ok && os.Getenv("AGENTNODE_REQUIRE_"+strings.ToUpper(name)) == "1" {
+		return false, fmt.Errorf("AGENTNODE_REQUIRE_%s=1 but %s is not usable", strings.ToUpper(name), name)
+	}
+	return ok, nil
 }
 
 // status N CMD [ARG...] runs CMD like exec and fails unless it exits with
