@@ -309,6 +309,14 @@ var rlimitResources = map[string]int{
 	"RLIMIT_STACK":      unix.RLIMIT_STACK,
 }
 
+// RlimitResource returns the resource number (unix.RLIMIT_*) of an OCI
+// rlimit name such as "RLIMIT_NOFILE"; ok is false for names the profile
+// does not know.
+func RlimitResource(name string) (resource int, ok bool) {
+	resource, ok = rlimitResources[name]
+	return resource, ok
+}
+
 // clampRlimits lowers every rlimit to this process's hard limit where it is
 // above it: a runtime that tries to set more fails (and Docker's and
 // Podman's --ulimit refuse it), and the sandbox must never get more than
