@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -121,7 +122,7 @@ func (s *Store) Install(srcDir string, attestations [][]byte) (*Package, error) 
 	if err := os.MkdirAll(s.root, 0o700); err != nil {
 		return nil, fmt.Errorf("create package store: %w", err)
 	}
-	unlock, err := lock(filepath.Join(s.root, lockFile))
+	unlock, err := filelock.Lock(filepath.Join(s.root, lockFile))
 	if err != nil {
 		return nil, fmt.Errorf("lock package store: %w", err)
 	}
@@ -351,7 +352,7 @@ func (s *Store) Remove(id string) error {
 	if _, err := os.Lstat(s.root); errors.Is(err, fs.ErrNotExist) {
 		return notInstalled(id)
 	}
-	unlock, err := lock(filepath.Join(s.root, lockFile))
+	unlock, err := filelock.Lock(filepath.Join(s.root, lockFile))
 	if err != nil {
 		return fmt.Errorf("lock package store: %w", err)
 	}
