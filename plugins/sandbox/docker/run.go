@@ -170,7 +170,9 @@ func (b *backend) execute(ctx context.Context, cli *client.Client, cid string, r
 	case <-timeout:
 		resp.TimedOut = true
 	case <-ctx.Done():
-		cause = fmt.Errorf("docker: run %s: %w", id, context.Cause(ctx))
+		// Cancelled, or stopped by the host at its output limit: kill and
+		// still answer, so the host learns whether cleanup was proven.
+		b.log.Debug("run cancelled", "run_id", id, "cause", context.Cause(ctx))
 	case err := <-st.failed:
 		cause = fmt.Errorf("docker: run %s: %w", id, err)
 	}

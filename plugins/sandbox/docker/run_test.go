@@ -82,8 +82,8 @@ func TestRunTimeout(t *testing.T) {
 	assertGone(t, e, id)
 }
 
-// TestRunCancel: a cancelled context kills the run, Run returns the cause,
-// and the container is gone anyway.
+// TestRunCancel: a cancelled context kills the run, Run answers with a
+// killed, cleanup-verified response, and the container is gone.
 func TestRunCancel(t *testing.T) {
 	e := testEnv(t)
 	b := newTestBackend(t, e)
@@ -92,8 +92,8 @@ func TestRunCancel(t *testing.T) {
 	cause := errors.New("the host went away")
 	time.AfterFunc(700*time.Millisecond, func() { cancel(cause) })
 	resp, err := b.Run(ctx, &sandbox.RunRequest{Spec: spec(e, packDir(t), id, "sleep", "1000")})
-	if !errors.Is(err, cause) || resp != nil {
-		t.Fatalf("Run = %+v, %v; want the cancellation cause", resp, err)
+	if err != nil || resp == nil || !resp.Killed || !resp.CleanupVerified {
+		t.Fatalf("Run = %+v, %v; want a killed run with cleanup verified", resp, err)
 	}
 	assertGone(t, e, id)
 
