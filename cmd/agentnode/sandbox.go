@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +21,8 @@ func newSandboxCmd() *cobra.Command {
 		Long: `The sandbox image is built locally and reproducibly from the host's
 statically linked busybox (Debian's busybox-static) and always addressed by
 digest: sandbox.image pins name@sha256:<manifest digest>, and the digest is
-checked before every sandboxed run. Nothing is ever pulled implicitly.
+checked before every sandboxed run. Images can be pulled by digest
+(` + "`agentnode sandbox pull`" + `), never implicitly.
 See specs/image.md.`,
 	}
 	cmd.AddCommand(newSandboxBuildCmd(), newSandboxStatusCmd(), newSandboxPullCmd())
@@ -265,33 +265,70 @@ func orNone(s string) string {
 	return s
 }
 
-var pinnedRef = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$`)
+type pullReport struct {
+	image.Image
+	Tag string `json:"tag"`
+	// Requested is the reference as given; for an image index Ref pins the
+	// linux/amd64 manifest picked from it.
+	Requested string `json:"requested"`
+	Current   string `json:"configured_image"`
+	// Hint is the command that pins the pulled image (pull never changes
+	// sandbox.image); empty when it is already pinned.
+	Hint string `json:"hint,omitempty"`
+}
 
 func newSandboxPullCmd() *cobra.Command {
-	var jsonOut bool
+	var jsonOut, insecure bool
 	cmd := &cobra.Command{
 		Use:   "pull REF@sha256:DIGEST",
-		Short: "Fetch an image by digest (not supported yet; never by tag)",
-		Long: `pull fetches an image by its manifest digest only, never by tag. Pulling
-from a registry is not supported yet: build the image locally with
-` + "`agentnode sandbox build`" + `.`,
+		Short: "Fetch an image from a registry by digest (never by tag)",
+		Long: `pull fetches an image by its manifest digest only, never by tag
+(NAME:TAG@sha256:... is accepted and the tag ignored), anonymously, verifies
+every blob against its digest, writes it into the OCI layout under
+AGENTNODE_HOME/images/oci and unpacks it read-only exactly as build does. An
+image index is resolved to its linux/amd64 manifest. Plain HTTP, including to
+localhost, needs --insecure-registry.
+
+sandbox.image is never changed: the command to pin the image is printed.
+Nothing is ever pulled implicitly.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, _, _, err := sandboxConfig(); err != nil {
+			dir, _, cfg, err := sandboxConfig()
+			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			ref := args[0]
-			if !pinnedRef.MatchString(ref) {
-				return fail(cmd, jsonOut, usageError(
-					"sandbox pull %q: images are pulled by digest only: want NAME@sha256:<64 hex digits>, never a tag", ref))
+			img, err := image.Pull(dir, ref, image.PullOptions{Insecure: insecure, Context: cmd.Context()})
+			if errors.Is(err, reason.ErrImageUnpinned) {
+				return fail(cmd, jsonOut, usageError("%v", err))
 			}
-			if _, _, err := image.ParseRef(ref); err != nil {
-				return fail(cmd, jsonOut, usageError("sandbox pull %q: %v", ref, err))
+			if err != nil {
+				return fail(cmd, jsonOut, err)
 			}
-			return fail(cmd, jsonOut, usageError(
-				"sandbox pull %s: pulling from a registry is not supported yet; build the image with `agentnode sandbox build`", ref))
+			rep := pullReport{Image: *img, Tag: img.Tag(), Requested: ref, Current: cfg.Sandbox.Image}
+			if cfg.Sandbox.Image != img.Ref {
+				rep.Hint = "agentnode config set sandbox.image " + img.Ref
+			}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "image:     %s\n", img.Ref)
+			if img.Ref != ref {
+				fmt.Fprintf(w, "requested: %s\n", ref)
+			}
+			fmt.Fprintf(w, "image ID:  %s (config digest)\n", img.ConfigDigest)
+			fmt.Fprintf(w, "rootfs:    %s\n", img.Rootfs)
+			fmt.Fprintf(w, "layout:    %s\n", img.Layout)
+			if rep.Hint == "" {
+				fmt.Fprintln(w, "sandbox.image already pins this image")
+			} else {
+				fmt.Fprintf(w, "sandbox.image pins %s; to use the pulled image:\n  %s\n", cfg.Sandbox.Image, rep.Hint)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&insecure, "insecure-registry", false, "allow plain HTTP to the registry (needed for localhost too)")
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
 )
 
@@ -301,14 +302,46 @@ func imageFor(l *layer, arch string, busybox []byte) (v1.Image, error) {
 	return img, nil
 }
 
-// store writes img into the layout of homeDir, records it in index.json and
-// unpacks its rootfs, all under the images lock.
+// store writes the built img into the layout of homeDir, records it in
+// index.json and unpacks its rootfs (see install).
 func store(homeDir string, img v1.Image, l *layer) (*Image, error) {
+	rawCfg, err := img.RawConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	rawManifest, err := img.RawManifest()
+	if err != nil {
+		return nil, fmt.Errorf("image manifest: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	return install(homeDir, DefaultName, rawManifest, rawCfg, cfg, []stagedLayer{{
+		digest:       l.digest,
+		compressed:   l.Compressed,
+		uncompressed: l.Uncompressed,
+	}})
+}
+
+// stagedLayer is a layer ready to be installed: its compressed blob and its
+// uncompressed tar, both already checked against the manifest and config.
+type stagedLayer struct {
+	digest       v1.Hash
+	compressed   func() (io.ReadCloser, error)
+	uncompressed func() (io.ReadCloser, error)
+}
+
+// install stores an image under the images lock: it unpacks the rootfs
+// first (staging, then rename), then writes the layer, config and manifest
+// blobs, and records the image in index.json last, so an image is listed
+// only once all of it is in place. Build and Pull both use it.
+func install(homeDir, repo string, rawManifest, rawCfg []byte, cfg *v1.ConfigFile, layers []stagedLayer) (*Image, error) {
 	imagesDir := home.ImagesDir(homeDir)
 	if err := os.MkdirAll(imagesDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create images directory: %w", err)
 	}
-	unlock, err := lockFile(filepath.Join(imagesDir, ".lock"))
+	unlock, err := filelock.Lock(filepath.Join(imagesDir, ".lock"))
 	if err != nil {
 		return nil, fmt.Errorf("lock images directory: %w", err)
 	}
@@ -318,32 +351,38 @@ func store(homeDir string, img v1.Image, l *layer) (*Image, error) {
 	if err := initLayout(layoutDir); err != nil {
 		return nil, err
 	}
-	rawCfg, err := img.RawConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("image config: %w", err)
-	}
-	rawManifest, err := img.RawManifest()
-	if err != nil {
-		return nil, fmt.Errorf("image manifest: %w", err)
-	}
 	mDigest := sha256Hash(rawManifest)
 	cDigest := sha256Hash(rawCfg)
-	for _, b := range [][]byte{l.gz, rawCfg, rawManifest} {
-		if err := writeBlob(layoutDir, b); err != nil {
-			return nil, err
-		}
-	}
 	out := &Image{
-		Ref:            DefaultName + "@" + mDigest.String(),
-		Name:           DefaultName,
+		Ref:            repo + "@" + mDigest.String(),
+		Name:           repo,
 		ManifestDigest: mDigest.String(),
 		ConfigDigest:   cDigest.String(),
 		Layout:         layoutDir,
 		Rootfs:         RootfsDir(homeDir, mDigest.Hex),
 	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("image config: %w", err)
+
+	tars := make([]io.Reader, 0, len(layers))
+	for _, l := range layers {
+		rc, err := l.uncompressed()
+		if err != nil {
+			return nil, fmt.Errorf("layer %s: %w", l.digest, err)
+		}
+		defer rc.Close()
+		tars = append(tars, rc)
+	}
+	if err := unpack(homeDir, mDigest.Hex, cfg.RootFS.DiffIDs, tars...); err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		if err := writeBlobFrom(layoutDir, l.digest, l.compressed); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range [][]byte{rawCfg, rawManifest} {
+		if err := writeBlob(layoutDir, b); err != nil {
+			return nil, err
+		}
 	}
 	desc := v1.Descriptor{
 		MediaType:   types.OCIManifestSchema1,
@@ -352,10 +391,10 @@ func store(homeDir string, img v1.Image, l *layer) (*Image, error) {
 		Annotations: map[string]string{RefNameAnnotation: out.Tag()},
 		Platform:    &v1.Platform{Architecture: cfg.Architecture, OS: cfg.OS},
 	}
-	if err := addToIndex(layoutDir, desc); err != nil {
-		return nil, err
+	if m, err := v1.ParseManifest(bytes.NewReader(rawManifest)); err == nil && m.MediaType != "" {
+		desc.MediaType = m.MediaType
 	}
-	if err := unpack(homeDir, mDigest.Hex, cfg.RootFS.DiffIDs, bytes.NewReader(l.tar)); err != nil {
+	if err := addToIndex(layoutDir, desc); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -390,15 +429,66 @@ func initLayout(layoutDir string) error {
 // is already there with the right content is left alone; one with other
 // content is replaced.
 func writeBlob(layoutDir string, b []byte) error {
-	h := sha256Hash(b)
+	return writeBlobFrom(layoutDir, sha256Hash(b), func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	})
+}
+
+// writeBlobFrom streams the blob h from open into the layout: into a
+// temporary file beside it, checked against h, synced and renamed. A blob
+// already there with the right content is left alone.
+func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, error)) (err error) {
 	p := blobPath(layoutDir, h.Hex)
-	if existing, err := os.ReadFile(p); err == nil && sha256Hash(existing) == h {
-		return nil
+	if f, err := os.Open(p); err == nil {
+		sum := sha256.New()
+		_, cerr := io.Copy(sum, f)
+		f.Close()
+		if cerr == nil && hex.EncodeToString(sum.Sum(nil)) == h.Hex {
+			return nil
+		}
 	}
-	if err := writeFileAtomic(p, b, 0o644); err != nil {
-		return fmt.Errorf("write blob %s: %w", h, err)
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("write blob %s: %w", h, err)
+		}
+	}()
+	src, err := open()
+	if err != nil {
+		return err
 	}
-	return nil
+	defer src.Close()
+	dir := filepath.Dir(p)
+	f, err := os.CreateTemp(dir, "."+h.Hex+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	sum := sha256.New()
+	if _, err = io.Copy(io.MultiWriter(f, sum), src); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != h.Hex {
+		return fmt.Errorf("content hashes to sha256:%s", got)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, p); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // addToIndex adds desc to index.json unless a descriptor with the same digest

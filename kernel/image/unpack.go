@@ -42,12 +42,13 @@ type marker struct {
 	Tree     string    `json:"tree"`     // sha256:... of treeHash
 }
 
-// unpack extracts the layer tar r into RootfsDir(homeDir, mhex): into a
-// staging directory first, made read-only and tree-hashed, then renamed into
+// unpack extracts the layer tars, in order, into RootfsDir(homeDir, mhex):
+// into a staging directory first, made read-only and tree-hashed, then renamed into
 // place, and the marker written beside it. An existing rootfs with the same
 // tree hash is kept; one that differs is replaced. The caller holds the
-// images lock.
-func unpack(homeDir, mhex string, diffIDs []v1.Hash, r io.Reader) error {
+// images lock. A later layer may only add entries (and repeat
+// directories): a file appearing again, or a whiteout, is refused.
+func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error {
 	base := RootfsBase(homeDir)
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return fmt.Errorf("create rootfs directory: %w", err)
@@ -66,8 +67,10 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, r io.Reader) error {
 	if err := os.Chmod(staging, 0o755); err != nil {
 		return fmt.Errorf("rootfs staging directory: %w", err)
 	}
-	if err := extract(staging, r); err != nil {
-		return fmt.Errorf("unpack rootfs: %w", err)
+	for i, r := range layers {
+		if err := extract(staging, r); err != nil {
+			return fmt.Errorf("unpack rootfs (layer %d): %w", i+1, err)
+		}
 	}
 	if err := makeReadOnly(staging); err != nil {
 		return fmt.Errorf("unpack rootfs: %w", err)
