@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+	"github.com/agentnode/agentnode/sdk/sandbox/stdiopipe"
 )
 
 // Defaults for where containers live on the host.
@@ -254,11 +254,11 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 
 	// From here on the container is always destroyed and its removal
 	// proven, also when execute fails or panics.
-	var pipes *stdio
+	var pipes *stdiopipe.Pipes
 	defer func() {
 		cleanErr := b.destroyAndVerify(container, id, rootfs, baseline)
 		if pipes != nil {
-			if werr := pipes.wait(); werr != nil && err == nil {
+			if werr := pipes.Wait(ioGrace); werr != nil && err == nil {
 				err = werr
 			}
 		}
@@ -374,18 +374,18 @@ func (b *backend) ensureStateRoot() error {
 // end, killing it on timeout, cancellation or an output failure. It returns
 // the copiers still draining output; the caller waits for them after the
 // container is destroyed.
-func (b *backend) execute(ctx context.Context, container *libcontainer.Container, proc *libcontainer.Process, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdio, error) {
+func (b *backend) execute(ctx context.Context, container *libcontainer.Container, proc *libcontainer.Process, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdiopipe.Pipes, error) {
 	id := req.RunID
-	pipes, err := newStdio(req)
+	pipes, err := stdiopipe.New(req.Stdin, req.Stdout, req.Stderr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
-	pipes.attach(proc)
+	attachStdio(pipes, proc)
 	if err := container.Run(proc); err != nil {
-		pipes.abort()
+		pipes.Abort()
 		return nil, nil, fmt.Errorf("libcontainer: starting run %s: %w", id, err)
 	}
-	pipes.start()
+	pipes.Start()
 
 	type waited struct {
 		state *os.ProcessState
@@ -425,12 +425,12 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 		b.log.Debug("run cancelled", "run_id", id, "cause", context.Cause(ctx))
 		kill()
 		w = <-done
-	case err := <-pipes.failed:
+	case err := <-pipes.Failed():
 		cause = fmt.Errorf("libcontainer: run %s: %w", id, err)
 		kill()
 		w = <-done
 	}
-	pipes.closeStdin()
+	pipes.CloseStdin()
 
 	if w.state == nil {
 		return nil, pipes, errors.Join(cause, fmt.Errorf("libcontainer: waiting for run %s: %w", id, w.err))
@@ -480,148 +480,16 @@ func (b *backend) destroyAndVerify(c *libcontainer.Container, id, rootfs string,
 	}
 }
 
-// stdio are the pipes between a run and its caller's streams. Exactly three
-// goroutines per run copy data: stdin in, stdout and stderr out.
-type stdio struct {
-	req *sandbox.RunRequest
-
-	inR, inW   *os.File // nil when there is no stdin
-	outR, outW *os.File // nil when stdout is discarded
-	errR, errW *os.File // nil when stderr is discarded
-
-	closeInOnce sync.Once
-	outputs     sync.WaitGroup
-	failed      chan error // first output write failure
-	failOnce    sync.Once
-	firstErr    error
-}
-
-func newStdio(req *sandbox.RunRequest) (*stdio, error) {
-	s := &stdio{req: req, failed: make(chan error, 1)}
-	var err error
-	mk := func(r, w **os.File) {
-		if err == nil {
-			*r, *w, err = os.Pipe()
-		}
+// attachStdio hands the container's ends of pipes to p; nil ends become
+// /dev/null.
+func attachStdio(pipes *stdiopipe.Pipes, p *libcontainer.Process) {
+	if f := pipes.ChildStdin(); f != nil {
+		p.Stdin = f
 	}
-	if req.Stdin != nil {
-		mk(&s.inR, &s.inW)
+	if f := pipes.ChildStdout(); f != nil {
+		p.Stdout = f
 	}
-	if req.Stdout != nil {
-		mk(&s.outR, &s.outW)
+	if f := pipes.ChildStderr(); f != nil {
+		p.Stderr = f
 	}
-	if req.Stderr != nil {
-		mk(&s.errR, &s.errW)
-	}
-	if err != nil {
-		s.abort()
-		return nil, fmt.Errorf("stdio pipes: %w", err)
-	}
-	return s, nil
-}
-
-// attach hands the container ends to proc; nil ends become /dev/null.
-func (s *stdio) attach(p *libcontainer.Process) {
-	if s.inR != nil {
-		p.Stdin = s.inR
-	}
-	if s.outW != nil {
-		p.Stdout = s.outW
-	}
-	if s.errW != nil {
-		p.Stderr = s.errW
-	}
-}
-
-// abort closes every end (the container never started).
-func (s *stdio) abort() {
-	for _, f := range []*os.File{s.inR, s.inW, s.outR, s.outW, s.errR, s.errW} {
-		if f != nil {
-			_ = f.Close()
-		}
-	}
-}
-
-// start closes our copies of the container's ends and starts the copiers.
-func (s *stdio) start() {
-	for _, f := range []*os.File{s.inR, s.outW, s.errW} {
-		if f != nil {
-			_ = f.Close()
-		}
-	}
-	if s.inW != nil {
-		go func() {
-			_, _ = io.Copy(s.inW, s.req.Stdin)
-			s.closeStdin()
-		}()
-	}
-	s.copyOut(s.outR, s.req.Stdout, "stdout")
-	s.copyOut(s.errR, s.req.Stderr, "stderr")
-}
-
-func (s *stdio) copyOut(r *os.File, w io.Writer, name string) {
-	if r == nil {
-		return
-	}
-	s.outputs.Add(1)
-	go func() {
-		defer s.outputs.Done()
-		buf := make([]byte, sandbox.ChunkSize)
-		for {
-			n, rerr := r.Read(buf)
-			if n > 0 {
-				if _, werr := w.Write(buf[:n]); werr != nil {
-					s.fail(fmt.Errorf("writing %s: %w", name, werr))
-					// Keep draining so the tool cannot block on a full
-					// pipe while it is being killed.
-					_, _ = io.Copy(io.Discard, r)
-					return
-				}
-			}
-			if rerr != nil {
-				return // EOF: every writer in the container is gone
-			}
-		}
-	}()
-}
-
-func (s *stdio) fail(err error) {
-	s.failOnce.Do(func() {
-		s.firstErr = err
-		s.failed <- err
-	})
-}
-
-// closeStdin ends the container's stdin (the tool exited, or the caller's
-// stdin did). A copier blocked in Write is woken with an error.
-func (s *stdio) closeStdin() {
-	if s.inW != nil {
-		s.closeInOnce.Do(func() { _ = s.inW.Close() })
-	}
-}
-
-// wait waits until no more output will be written. Once the container is
-// destroyed every writer is gone and the copiers see EOF; if they have not
-// finished after ioGrace the read ends are closed under them. A copier
-// blocked in the caller's Write is waited for: nothing may be written after
-// Run returns.
-func (s *stdio) wait() error {
-	done := make(chan struct{})
-	go func() { s.outputs.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(ioGrace):
-		for _, f := range []*os.File{s.outR, s.errR} {
-			if f != nil {
-				_ = f.Close()
-			}
-		}
-		<-done
-	}
-	for _, f := range []*os.File{s.outR, s.errR} {
-		if f != nil {
-			_ = f.Close()
-		}
-	}
-	return s.firstErr
 }

@@ -238,10 +238,10 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	rs.cmd = e.command(args...)
 	pipes.attach(rs.cmd)
 	if err := rs.cmd.Start(); err != nil {
-		pipes.abort()
+		pipes.Abort()
 		return nil, fmt.Errorf("podman: starting run %s: %w", id, err)
 	}
-	pipes.start()
+	pipes.Start()
 	rs.done = make(chan error, 1)
 	go func() { rs.done <- rs.cmd.Wait() }()
 
@@ -250,7 +250,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	var containerID string
 	defer func() {
 		cleanErr := b.removeAndVerify(rs, containerID)
-		if werr := pipes.wait(); werr != nil && err == nil {
+		if werr := pipes.Wait(ioGrace); werr != nil && err == nil {
 			err = fmt.Errorf("podman: run %s: %w", id, werr)
 		}
 		switch {
@@ -293,11 +293,11 @@ func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbo
 		rs.log.Info("run cancelled; killing the container", "cause", context.Cause(ctx))
 		resp.Killed = true
 		werr = b.kill(rs)
-	case err := <-pipes.failed:
+	case err := <-pipes.Failed():
 		cause = fmt.Errorf("podman: run %s: %w", id, err)
 		werr = b.kill(rs)
 	}
-	pipes.closeStdin()
+	pipes.CloseStdin()
 	cid := readCID(rs.cidfile)
 
 	code := 0
