@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -368,16 +367,6 @@ func spec(e *dockerEnv, pack, id string, args ...string) sandbox.Spec {
 		Env:        []string{"AGENTNODE_TEST=1"},
 		Timeout:    30 * time.Second,
 	}
-}
-
-// imageTmpMode is the mode of /tmp in the image's root file system.
-func imageTmpMode(tb testing.TB, e *dockerEnv) fs.FileMode {
-	tb.Helper()
-	fi, err := os.Stat(filepath.Join(e.img.Rootfs, "tmp"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return fi.Mode() & (fs.ModePerm | fs.ModeSticky)
 }
 
 func goTool() string {

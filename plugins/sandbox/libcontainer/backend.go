@@ -57,10 +57,6 @@ type backend struct {
 	owner        string     // ownerLabel value: this process
 	mntNS        string     // this process's mount namespace at start
 
-	hardOnce sync.Once
-	hard     map[int]uint64
-	hardErr  error
-
 	rootOnce sync.Once
 	rootErr  error
 }
@@ -312,11 +308,7 @@ func (b *backend) configure(run sandbox.Spec) (*configs.Config, *libcontainer.Pr
 	if b.owner != "" {
 		config.Labels = append(config.Labels, ownerLabel+"="+b.owner)
 	}
-	hard, err := b.hostHard()
-	if err != nil {
-		return nil, nil, err
-	}
-	if config.Rlimits, err = convertRlimits(p.Rlimits, hard); err != nil {
+	if config.Rlimits, err = convertRlimits(p.Rlimits); err != nil {
 		return nil, nil, err
 	}
 
@@ -349,11 +341,6 @@ func capsOf(c *specs.LinuxCapabilities) *configs.Capabilities {
 		Permitted:   c.Permitted,
 		Ambient:     c.Ambient,
 	}
-}
-
-func (b *backend) hostHard() (map[int]uint64, error) {
-	b.hardOnce.Do(func() { b.hard, b.hardErr = hostHardLimits() })
-	return b.hard, b.hardErr
 }
 
 // ensureStateRoot creates the state root 0700 (and its parent) once.
