@@ -178,21 +178,6 @@ func TestPluginOverGRPC(t *testing.T) {
 	}
 }
 
-// TestImportsOnlySDK enforces the bundled-plugin rule: nothing from kernel/,
-// cmd/ or other plugins.
-func TestImportsOnlySDK(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	const mod = "github.com/agentnode/agentnode/"
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, mod) && !strings.HasPrefix(p, mod+"sdk/") && p != mod+"plugins/trust/attest" {
-			t.Errorf("plugin depends on %s", p)
-		}
-	}
-}
-
 // TestBinary builds the plugin and talks to it as the host does: a child
 // process, the go-plugin handshake, gRPC only.
 func TestBinary(t *testing.T) {
