@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/agentnode/agentnode/kernel/home"
@@ -43,22 +42,6 @@ func stageConfig(_ context.Context, st *state) error {
 		for _, name := range set.inspectors {
 			st.k.Plugins.Prestart(plugin.KindGuard, name)
 		}
-	}
-	return nil
-}
-
-// stageLockfile checks the lockfile. Verification of agentnode.lock arrives
-// with the lockfile issue; until then lockfile.strict refuses (it cannot be
-// honoured) and a present lockfile is reported as unverified.
-func stageLockfile(_ context.Context, st *state) error {
-	path := home.LockfilePath()
-	_, err := os.Stat(path)
-	exists := err == nil
-	if st.set.lockfileStrict {
-		return reason.New(reason.IntegrityDenied, "lockfile.strict is on but lockfile verification is %w", errStageUnavailable)
-	}
-	if exists {
-		st.k.warn(st, fmt.Sprintf("lockfile %s was not verified: verification is %v", path, errStageUnavailable))
 	}
 	return nil
 }
@@ -244,16 +227,6 @@ func stagePolicy(_ context.Context, st *state) error {
 		return reason.New(reason.PolicyDenied, "%s", d.Reason)
 	}
 	st.merge(d.Verdict, reason.PolicyDenied, d.Reason)
-	return nil
-}
-
-// stageRateLimit enforces guard.rate_limits. Persistent rate limits arrive
-// with the Guard issue; until then a configured limit cannot be honoured and
-// refuses.
-func stageRateLimit(_ context.Context, st *state) error {
-	if len(st.set.rateLimits) > 0 {
-		return reason.New(reason.RateLimited, "guard.rate_limits is set but rate limiting is %w", errStageUnavailable)
-	}
 	return nil
 }
 
