@@ -24,4 +24,3 @@ func stageLockfile(_ context.Context, st *state) error {
 	}
 	return nil
 }
-

@@ -15,4 +15,3 @@ func stageRateLimit(_ context.Context, st *state) error {
 	}
 	return nil
 }
-
