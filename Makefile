@@ -9,7 +9,7 @@ BUILDFLAGS := -trimpath -ldflags '-s -w'
 PLUGINS   := $(patsubst plugins/%/,%,$(sort $(dir $(wildcard plugins/*/*/main.go))))
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: build test proto demo vet clean bench
+.PHONY: build test proto demo vet clean bench bench-opa
 
 build:
 	@mkdir -p $(BIN)
@@ -37,6 +37,12 @@ vet:
 
 bench:
 	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchmem ./...
+
+# Guard's policy engine next to OPA on an equivalent Rego policy. A separate
+# module (test/opabench), so the main build never compiles OPA; it fetches
+# OPA on first use.
+bench-opa:
+	cd test/opabench && GOFLAGS=-mod=mod $(GO) test -run 'TestEquivalent' -bench . -benchmem .
 
 demo: build
 	./test/demo.sh

@@ -74,6 +74,14 @@ func build(bin, extra string) error {
 			return err
 		}
 	}
+	// Example third-party Guard inspectors: extra/agentnode-guard-<name>.
+	examples, _ := filepath.Glob(filepath.Join(root, "sdk", "guard", "example", "*", "main.go"))
+	for _, m := range examples {
+		dir := filepath.Dir(m)
+		if err := goBuild(filepath.Join(extra, "agentnode-guard-"+filepath.Base(dir)), "./"+rel(root, dir)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

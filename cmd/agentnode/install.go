@@ -25,22 +25,29 @@ func init() {
 
 // installResult is what install prints with --json.
 type installResult struct {
-	PackageID    string `json:"package_id"`
-	Version      string `json:"version"`
-	ArtifactHash string `json:"artifact_hash"`
+	PackageID     string `json:"package_id"`
+	Version       string `json:"version"`
+	ArtifactHash  string `json:"artifact_hash"`
+	Source        string `json:"source"`                   // directory | archive
+	ArchiveSHA256 string `json:"archive_sha256,omitempty"` // the archive file's SHA-256, for --sha256
 }
 
 func newInstallCmd() *cobra.Command {
 	var (
 		jsonOut      bool
 		attestations []string
+		pin          string
 	)
 	cmd := &cobra.Command{
-		Use:   "install PATH",
-		Short: "Install a package directory into the package store",
-		Long: "Install checks PATH/agentnode.yaml, copies the package tree into the store read-only and records\n" +
-			"its content hash. Attestation files must hold JSON; their signatures are checked when a tool runs.\n" +
-			"Installing a package id that is already installed replaces it. Archives are not supported yet.",
+		Use:   "install PATH|ARCHIVE",
+		Short: "Install a package directory or .tar.gz archive into the package store",
+		Long: "Install checks the package's agentnode.yaml, copies the package tree into the store read-only and\n" +
+			"records its content hash. ARCHIVE is a gzip-compressed tar (recognised by content), with the package\n" +
+			"at its top level or in its only directory; unsafe entries (.., absolute names, devices, links out of\n" +
+			"the package) and archives over the size caps are refused (specs/store.md). --sha256 pins the archive\n" +
+			"file's SHA-256 (checked before unpacking) or a directory's content hash. Attestation files must hold\n" +
+			"JSON; their signatures are checked when a tool runs. Installing a package id that is already\n" +
+			"installed replaces it; on any error nothing changes.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := requireSetUp()
@@ -48,27 +55,36 @@ func newInstallCmd() *cobra.Command {
 				return fail(cmd, jsonOut, err)
 			}
 			src := args[0]
-			fi, err := os.Stat(src)
-			if err != nil {
+			if _, err := os.Stat(src); err != nil {
 				return fail(cmd, jsonOut, usageError("%s: %w", src, errors.Unwrap(err)))
 			}
-			if !fi.IsDir() {
-				return fail(cmd, jsonOut, usageError("%s is not a directory: installing archives is not supported yet; unpack it and install the directory", src))
+			if pin != "" {
+				if _, err := store.ParsePin(pin); err != nil {
+					return fail(cmd, jsonOut, usageError("--sha256: %w", err))
+				}
 			}
 			atts, err := readAttestations(attestations)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			p, err := store.Open(home.PackagesDir(dir)).Install(src, atts)
+			lk, err := lockfileUpdater() // agentnode.lock is checked before anything changes
 			if err != nil {
-				var me *manifest.Error
-				if errors.As(err, &me) {
-					// A bad manifest is a usage error: exit 2, naming file and field.
+				return fail(cmd, jsonOut, err)
+			}
+			p, err := store.Open(home.PackagesDir(dir)).InstallFrom(src, store.InstallOptions{Attestations: atts, SHA256: pin})
+			if err != nil {
+				if badPackage(err) {
+					// A bad manifest, archive or pin is a usage error: exit 2,
+					// naming the file and the field or entry.
 					return fail(cmd, jsonOut, &failure{exit: reason.ExitUsage, err: err})
 				}
 				return fail(cmd, jsonOut, err)
 			}
-			res := installResult{PackageID: p.ID, Version: p.Version, ArtifactHash: p.ArtifactHash}
+			if err := lockfileInstall(lk, p); err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			res := installResult{PackageID: p.ID, Version: p.Version, ArtifactHash: p.ArtifactHash,
+				Source: p.Source, ArchiveSHA256: p.ArchiveSHA256}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -77,8 +93,17 @@ func newInstallCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&attestations, "attestation", nil, "attestation `FILE` (JSON) to keep with the package; repeatable")
+	cmd.Flags().StringVar(&pin, "sha256", "", "pin: the archive file's SHA-256 `HEX` (for a directory, its content hash); refused before unpacking on a mismatch")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
+}
+
+// badPackage reports whether an install error is about what was given
+// (manifest, archive, caps, pin) rather than about the machine.
+func badPackage(err error) bool {
+	var me *manifest.Error
+	return errors.As(err, &me) || errors.Is(err, store.ErrBadArchive) || errors.Is(err, store.ErrTooLarge) ||
+		errors.Is(err, store.ErrPinMismatch) || errors.Is(err, store.ErrBadPin)
 }
 
 // requireSetUp returns AGENTNODE_HOME once agentnode is set up: installing
@@ -131,7 +156,14 @@ func newRemoveCmd() *cobra.Command {
 			if !manifest.ValidPackageID(id) {
 				return fail(cmd, jsonOut, usageError("invalid package id %q (want 3 to 60 characters of a-z, 0-9 and -)", id))
 			}
+			lk, err := lockfileUpdater() // agentnode.lock is checked before anything changes
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
 			if err := store.Open(home.PackagesDir(dir)).Remove(id); err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			if err := lockfileRemove(lk, id); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			if jsonOut {

@@ -52,6 +52,16 @@ const (
 	HostNone        = "none"
 )
 
+// Values of sandbox.host_confinement: how a tool that runs on the host is
+// confined when the kernel lacks the Landlock ABI that kernel/confine needs.
+const (
+	// HostConfinementRequired refuses the run (sandbox_unavailable).
+	HostConfinementRequired = "required"
+	// HostConfinementBestEffort runs it with what the kernel has; the
+	// audit record says so.
+	HostConfinementBestEffort = "best_effort"
+)
+
 // Guard decisions.
 const (
 	Allow  = "allow"
@@ -103,6 +113,7 @@ func (k TrustKey) Ed25519() (ed25519.PublicKey, error) {
 // Sandbox is the sandbox section.
 type Sandbox struct {
 	HostTrustPolicy string `json:"host_trust_policy"`
+	HostConfinement string `json:"host_confinement"`
 	Backend         string `json:"backend"`
 	Image           string `json:"image"`
 	Limits          Limits `json:"limits"`
@@ -232,6 +243,7 @@ func Defaults() *Config {
 		},
 		Sandbox: Sandbox{
 			HostTrustPolicy: HostCuratedOnly,
+			HostConfinement: HostConfinementRequired,
 			Backend:         "libcontainer",
 			Image:           PlaceholderImage,
 			Limits: Limits{

@@ -130,7 +130,8 @@ func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 	if _, ok := d.Guard.Decision("bogus"); ok {
 		t.Error("Decision accepted an unknown action")
 	}
-	if d.Sandbox.Image != PlaceholderImage || d.Sandbox.HostTrustPolicy != HostCuratedOnly || d.Trust.MinimumTrustLevel != TrustVerified {
+	if d.Sandbox.Image != PlaceholderImage || d.Sandbox.HostTrustPolicy != HostCuratedOnly || d.Trust.MinimumTrustLevel != TrustVerified ||
+		d.Sandbox.HostConfinement != HostConfinementRequired {
 		t.Errorf("insecure defaults: %+v", d)
 	}
 	if Defaults().Guard.ToolOverrides["x"] = "allow"; len(Defaults().Guard.ToolOverrides) != 0 {
@@ -401,6 +402,8 @@ func TestSetGetRoundTrip(t *testing.T) {
 	}{
 		{"trust.minimum_trust_level", "curated", "curated"},
 		{"sandbox.host_trust_policy", "none", "none"},
+		{"sandbox.host_confinement", "best_effort", "best_effort"},
+		{"sandbox.host_confinement", "required", "required"},
 		{"sandbox.backend", "my-backend", "my-backend"},
 		{"sandbox.image", "registry.local:5000/agentnode/sandbox@sha256:" + strings.Repeat("ab", 32), "registry.local:5000/agentnode/sandbox@sha256:" + strings.Repeat("ab", 32)},
 		{"sandbox.limits.memory", "1g", "1g"},
@@ -477,6 +480,8 @@ func TestSetRefusalsLeaveFileIdentical(t *testing.T) {
 		{"", "x", []string{"unknown config key"}},
 		{"guard.", "x", []string{"unknown config key"}},
 		{"sandbox.host_trust_policy", "curated-only", []string{"sandbox.host_trust_policy", `"curated-only" is not allowed`, "curated_only, default, none"}},
+		{"sandbox.host_confinement", "best-effort", []string{"sandbox.host_confinement", `"best-effort" is not allowed`, "required, best_effort"}},
+		{"sandbox.host_confinement", "off", []string{"sandbox.host_confinement", "required, best_effort"}},
 		{"trust.minimum_trust_level", "high", []string{"trust.minimum_trust_level", "unknown, unverified, verified, trusted, curated"}},
 		{"guard.strict", "yes", []string{"guard.strict", "true or false"}},
 		{"sandbox.limits.pids", "many", []string{"sandbox.limits.pids", "an integer"}},

@@ -65,7 +65,9 @@ type Request struct {
 	Package string
 	Tool    string
 	Input   json.RawMessage
-	// DryRun decides and reports, audits nothing and runs nothing.
+	// DryRun decides and reports, audits nothing, runs nothing and
+	// consumes no rate limit. Its decision is "prompt" when a run would
+	// need approval.
 	DryRun bool
 }
 
@@ -113,6 +115,10 @@ type state struct {
 	log      *audit.Log
 	img      *image.Image    // resolved sandbox image (sandbox placement)
 	sandbox  *sandbox.Client // the backend that said it is available
+	// lockTrust is the trust_level of the package's verified lockfile
+	// entry ("" if none); lockNote is the lockfile warning for the audit
+	// record's reason (lockfile.go).
+	lockTrust, lockNote string
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no
@@ -201,6 +207,10 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 	}
 	st.res.Decision = string(policy.Allow)
 	if req.DryRun {
+		if st.verdict == policy.Prompt {
+			// A run would ask (or, non-interactive, refuse): say so.
+			st.res.Decision, st.res.Reason = string(policy.Prompt), "approval required: "+st.denyWhy
+		}
 		return st.res, nil
 	}
 	if err := k.recordDecision(st); err != nil {
@@ -303,7 +313,7 @@ func (k *Kernel) baseRecord(st *state, event string) *audit.Record {
 		Backend:    r.Backend,
 		Decision:   r.Decision,
 		Code:       r.Code,
-		Reason:     truncate(r.Reason, 512),
+		Reason:     truncate(st.auditReason(), 512),
 		GuardChain: r.GuardChain,
 		Env: audit.Env{CI: st.env.CI, Interactive: st.env.Interactive,
 			SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},

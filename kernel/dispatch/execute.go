@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/hostexec"
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -77,7 +78,13 @@ func stageExecute(ctx context.Context, st *state) error {
 	return nil
 }
 
+// runOnHost runs a trusted tool on the host, confined (kernel/confine):
+// sandbox.host_confinement decides what a kernel without enough Landlock
+// gets; a refusal is sandbox_unavailable, and a run that was not fully
+// confined carries a note ("unconfined: landlock unavailable") into the
+// outcome record's reason and the warnings.
 func runOnHost(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
+	net := st.pkg.Manifest.Permissions.Network.Level
 	out, err := hostexec.Run(ctx, &hostexec.Request{
 		PackageDir: st.pkg.Dir,
 		Entrypoint: st.tool.Entrypoint,
@@ -86,10 +93,23 @@ func runOnHost(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
 		Timeout:    st.set.timeout,
 		MaxStdout:  toolio.MaxOutput,
 		MaxStderr:  toolio.MaxStderr,
+		Confine: &hostexec.Confinement{
+			Mode: st.set.hostConfinement,
+			// restricted and unrestricted both get inet sockets: the
+			// host has no egress filter (allowed_domains is the
+			// sandbox's).
+			Network: net == manifest.NetworkRestricted || net == manifest.NetworkUnrestricted,
+		},
 	})
 	var run *toolRun
 	if out != nil {
 		run = &toolRun{exitCode: out.ExitCode, stdout: out.Stdout, stderr: out.Stderr, flooded: out.StdoutTruncated}
+		if out.Confinement != "" {
+			st.k.warn(st, "host tool "+st.pkg.ID+"/"+st.tool.Name+": "+out.Confinement)
+			if st.res.Reason == "" {
+				st.res.Reason = out.Confinement
+			}
+		}
 	}
 	switch {
 	case err == nil:

@@ -7,6 +7,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/policy"
+	"github.com/agentnode/agentnode/kernel/ratelimit"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -18,6 +19,7 @@ type settings struct {
 	trustKeys           []trust.Key
 	trustPlugin         string
 	hostTrustPolicy     string
+	hostConfinement     string // sandbox.host_confinement
 	backend             string
 	image               string
 	limits              sandbox.Limits
@@ -25,7 +27,7 @@ type settings struct {
 	guardStrict         bool
 	guardGlobal         map[policy.Action]policy.Verdict
 	overrides           map[string]policy.Verdict
-	rateLimits          map[string]config.RateLimit
+	rateLimits          map[string]ratelimit.Limit
 	inspectors          []string
 	lockfileStrict      bool
 	agentSandboxEnabled bool
@@ -43,13 +45,14 @@ func loadSettings(path string, environ []string) (*settings, error) {
 		minTrust:            c.Trust.MinimumTrustLevel,
 		trustPlugin:         c.Trust.Plugin,
 		hostTrustPolicy:     c.Sandbox.HostTrustPolicy,
+		hostConfinement:     c.Sandbox.HostConfinement,
 		backend:             c.Sandbox.Backend,
 		image:               c.Sandbox.Image,
 		timeout:             time.Duration(c.Sandbox.Limits.TimeoutSeconds) * time.Second,
 		guardStrict:         c.Guard.Strict || envTrue(environ, "AGENTNODE_GUARD_STRICT"),
 		guardGlobal:         map[policy.Action]policy.Verdict{},
 		overrides:           map[string]policy.Verdict{},
-		rateLimits:          c.Guard.RateLimits,
+		rateLimits:          rateLimitsFrom(c.Guard.RateLimits),
 		inspectors:          c.Guard.Inspectors,
 		lockfileStrict:      c.Lockfile.Strict,
 		agentSandboxEnabled: c.AgentSandbox.Enabled,

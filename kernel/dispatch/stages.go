@@ -68,6 +68,7 @@ func stageArtifact(_ context.Context, st *state) error {
 		DeclaredAction:     tool.ActionType,
 		NetworkLevel:       pkg.Manifest.Permissions.Network.Level,
 		CodeExecutionLevel: pkg.Manifest.Permissions.CodeExecution.Level,
+		Connector:          pkg.Manifest.Connector != nil,
 	})
 	for _, a := range st.actions {
 		st.res.Actions = append(st.res.Actions, string(a))
@@ -125,6 +126,7 @@ func stageTrust(ctx context.Context, st *state) error {
 		return pluginCallError("trust-"+name, err)
 	}
 	st.res.Trust = resp.Level
+	st.lowerTrustToLockfile()
 	if resp.Level == trust.LevelUnknown && resp.Reason != "" {
 		st.k.warn(st, "trust is unknown: "+resp.Reason)
 	}
@@ -220,13 +222,20 @@ func stagePolicy(_ context.Context, st *state) error {
 		Strict:     st.set.guardStrict,
 		Global:     st.set.guardGlobal,
 		Overrides:  st.set.overrides,
+		// PreApproved (an agent's pre-approved actions) and Ceiling (the
+		// highest permission levels allowed) have no source yet: none.
+		Permissions: policy.Permissions{
+			Network:       st.pkg.Manifest.Permissions.Network.Level,
+			Filesystem:    st.pkg.Manifest.Permissions.Filesystem.Level,
+			CodeExecution: st.pkg.Manifest.Permissions.CodeExecution.Level,
+		},
 	})
 	st.res.Risk, st.res.RiskBand = d.Score, string(d.Band)
 	st.res.GuardChain = append(st.res.GuardChain, "policy:"+string(d.Verdict))
 	if d.Verdict == policy.Deny {
-		return reason.New(reason.PolicyDenied, "%s", d.Reason)
+		return reason.New(reason.PolicyDenied, "%s", d.Reason())
 	}
-	st.merge(d.Verdict, reason.PolicyDenied, d.Reason)
+	st.merge(d.Verdict, reason.PolicyDenied, d.Reason())
 	return nil
 }
 

@@ -103,3 +103,25 @@ func BenchmarkOSExec(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRunConfined is BenchmarkRunTrivial confined (capabilities
+// dropped, Landlock, seccomp, network none): the difference is what
+// confinement costs per host call.
+func BenchmarkRunConfined(b *testing.B) {
+	dir := buildEchoTool(b)
+	in := benchRequest(b)
+	req := &Request{PackageDir: dir, Entrypoint: "echo-tool", Stdin: in, Env: AllowedEnv(os.Environ()),
+		Confine: &Confinement{Mode: "required"}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := Run(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := toolio.DecodeResponse(res.Stdout); err != nil || !r.OK || res.Confinement != "" {
+			b.Fatalf("response %q (%q): %v", res.Stdout, res.Confinement, err)
+		}
+	}
+}

@@ -3,7 +3,10 @@
 // not a sandbox; it bounds what a well-meaning tool can do by accident (hang,
 // flood, leave processes or files behind, read the user's secrets from the
 // environment) and speaks the tool I/O protocol of kernel/toolio over the
-// process's pipes.
+// process's pipes. With Request.Confine it also confines the tool
+// (kernel/confine: no capabilities, Landlock, seccomp), so that a tool gone
+// bad cannot write outside its work dir, read the user's files or open
+// sockets it has not declared.
 //
 // # What a tool process gets
 //
@@ -22,6 +25,13 @@
 //     tool that never reads it does not block the host.
 //   - Its own process group (Setpgid) and SIGKILL as its parent-death signal
 //     (Pdeathsig), so it dies with the agentnode process.
+//   - With Request.Confine: the confinement of kernel/confine, applied to
+//     the thread that forks the tool, so it holds from the tool's first
+//     instruction. sandbox.host_confinement (Confinement.Mode) decides
+//     whether a kernel without enough Landlock refuses the run
+//     (sandbox_unavailable, nothing started) or runs it with what it has;
+//     Result.Confinement notes anything short of full confinement. A
+//     confinement step that fails is sandbox_unavailable and nothing runs.
 //
 // # How a run ends
 //
@@ -59,9 +69,10 @@
 // namespace); host placement is reserved for trusted tools.
 //
 // Pdeathsig fires when the OS thread that started the tool ends, not the
-// process. The Go runtime ends a thread only when a goroutine exits while
-// locked to it (runtime.LockOSThread), so do not call Run from a goroutine
-// locked to its thread.
+// process (a confined tool's thread is kept until the tool is reaped). The Go
+// runtime ends a thread only when a goroutine exits while locked to it
+// (runtime.LockOSThread), so do not call Run from a goroutine locked to its
+// thread.
 package hostexec
 
 import (
@@ -79,6 +90,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/kernel/confine"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
 )
@@ -116,6 +128,9 @@ type Request struct {
 	// MaxStderr bounds the stderr kept; zero or negative means
 	// toolio.MaxStderr.
 	MaxStderr int
+	// Confine, when set, runs the tool confined: no capabilities,
+	// Landlock and seccomp (see Confinement). Nil runs it unconfined.
+	Confine *Confinement
 }
 
 // Result is the outcome of a run whose process was started.
@@ -134,6 +149,10 @@ type Result struct {
 	TimedOut bool
 	// Duration runs from the start of the process to its reaping.
 	Duration time.Duration
+	// Confinement is empty when the tool ran fully confined, else a short
+	// note for the audit record: "unconfined: not requested",
+	// "unconfined: landlock unavailable", "partly confined: ...".
+	Confinement string
 }
 
 // Run runs the tool described by req and returns its result. The error is
@@ -165,6 +184,12 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	if maxErr <= 0 {
 		maxErr = toolio.MaxStderr
 	}
+	var plan *confinePlan
+	if req.Confine != nil {
+		if plan, err = planConfinement(req.Confine); err != nil {
+			return nil, err
+		}
+	}
 
 	created, err := os.MkdirTemp("", "agentnode-tool-")
 	if err != nil {
@@ -195,7 +220,25 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	defer p.closeParent()
 	env := toolEnv(req.Env, work, packDir)
 	start := time.Now()
-	cmd, err := startTool(entry, req.Args, env, work, p)
+	var cmd *exec.Cmd
+	if plan == nil {
+		cmd, err = startTool(entry, req.Args, env, work, p)
+	} else {
+		var release func()
+		release, err = confine.Start(plan.policy(packDir, work), func() (err error) {
+			cmd, err = startTool(entry, req.Args, env, work, p)
+			return err
+		})
+		if release != nil {
+			// The confined thread is the tool's parent: keep it (and
+			// with it the Pdeathsig bond) until the tool is reaped below.
+			defer release()
+		}
+		if errors.Is(err, confine.ErrConfine) {
+			p.closeChild()
+			return nil, reason.New(reason.SandboxUnavailable, "hostexec: tool %s not started: %w", req.Entrypoint, err)
+		}
+	}
 	p.closeChild()
 	if err != nil {
 		return nil, fmt.Errorf("hostexec: start %s: %w", req.Entrypoint, err)
@@ -279,6 +322,7 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 		StdoutTruncated: stdout.truncated,
 		TimedOut:        timedOut,
 		Duration:        duration,
+		Confinement:     plan.note(),
 	}
 	res.Stderr, res.StderrTruncated = stderr.bytes()
 	switch {

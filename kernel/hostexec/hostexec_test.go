@@ -452,9 +452,16 @@ func TestEnvironment(t *testing.T) {
 		"DBUS_SESSION_BUS_ADDRESS": "unix:path=/planted",
 		"DOCKER_HOST":              "unix:///planted",
 		"XDG_RUNTIME_DIR":          "/run/user/planted",
-		"GITHUB_TOKEN":             "planted",
-		"LD_PRELOAD":               "/planted.so",
-		"PACK_DIR":                 "/planted",
+		// more sockets and agents a host tool must not be pointed at
+		"CONTAINER_HOST":        "unix:///planted.sock",
+		"GNOME_KEYRING_CONTROL": "/run/user/planted/keyring",
+		"GPG_AGENT_INFO":        "/planted/S.gpg-agent",
+		"WAYLAND_DISPLAY":       "planted-0",
+		"DISPLAY":               ":planted",
+		"KRB5CCNAME":            "FILE:/planted",
+		"GITHUB_TOKEN":          "planted",
+		"LD_PRELOAD":            "/planted.so",
+		"PACK_DIR":              "/planted",
 	}
 	for k, v := range planted {
 		t.Setenv(k, v)

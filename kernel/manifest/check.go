@@ -37,6 +37,21 @@ func check(m *Manifest, dir string) []Problem {
 	if m.Permissions.Network.Level == NetworkNone && len(m.Permissions.Network.AllowedDomains) > 0 {
 		bad("permissions.network.allowed_domains", "must be empty when permissions.network.level is none")
 	}
+	if m.AgentEntrypoint != "" {
+		switch m.Runtime {
+		case RuntimeExec:
+			if msg := checkExecEntrypoint(dir, m.AgentEntrypoint); msg != "" {
+				bad("agent.entrypoint", "%s", msg)
+			}
+		case RuntimePython:
+			if !pythonEntrypointRe.MatchString(m.AgentEntrypoint) {
+				bad("agent.entrypoint", "%q is not module.path:function", m.AgentEntrypoint)
+			}
+		}
+	}
+	if m.MCP != nil && len(m.MCP.AllowedDomains) > 0 && m.Permissions.Network.Level == NetworkNone {
+		bad("mcp_server.allowed_domains", "must be empty when permissions.network.level is none")
+	}
 	seen := map[string]int{}
 	for i, t := range m.Tools {
 		f := fmt.Sprintf("capabilities.tools[%d]", i)

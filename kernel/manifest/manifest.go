@@ -4,9 +4,12 @@
 // Load is strict and fails closed: the YAML must be one document without
 // duplicate keys, anchors or aliases; it must validate against
 // specs/schema/agentnode.schema.json (unknown fields are errors, so typos
-// are caught); and it must pass the checks a schema cannot express (strict
-// semver, unique tool names, input schemas that compile, and for runtime
-// exec entrypoints that are executable regular files inside the package).
+// are caught), including the package-type rules (toolpack, agent and
+// mcp_server each with their runtimes and required sections); and it must
+// pass the checks a schema cannot express (strict semver, unique tool
+// names, input schemas that compile, and for runtime exec entrypoints,
+// agent.entrypoint too, that are executable regular files inside the
+// package).
 // Every problem is reported with the file and the dotted path of the field.
 package manifest
 
@@ -72,13 +75,17 @@ type Manifest struct {
 
 	// Agent is the ANP agent section as written (JSON), nil if absent.
 	Agent json.RawMessage `json:"agent,omitempty"`
+	// AgentEntrypoint is agent.entrypoint (required for package_type
+	// agent): a path inside the package for runtime exec, module:function
+	// for runtime python.
+	AgentEntrypoint string `json:"-"`
 	// ToolAccess, LLMAccess and Limits come from the top level or from the
 	// agent section (never both: Load refuses that).
 	ToolAccess      *ToolAccess      `json:"tool_access,omitempty"`
 	LLMAccess       *LLMAccess       `json:"llm_access,omitempty"`
 	Limits          *Limits          `json:"limits,omitempty"`
 	Connector       *Connector       `json:"connector,omitempty"`
-	MCP             *MCP             `json:"mcp,omitempty"`
+	MCP             *MCP             `json:"mcp_server,omitempty"`
 	EnvRequirements []EnvRequirement `json:"env_requirements,omitempty"`
 
 	// Raw is the whole manifest converted to JSON, including the ANP fields
@@ -157,21 +164,24 @@ type Connector struct {
 	RateLimits     json.RawMessage `json:"rate_limits,omitempty"`
 }
 
-// MCP says how an MCP server package is started.
+// MCP is ANP's mcp_server section: how an MCP server package is started.
 type MCP struct {
-	Transport      string         `json:"transport,omitempty"`
-	Command        []string       `json:"command,omitempty"`
-	EnvKeys        []string       `json:"env_keys,omitempty"`
-	AllowedDomains []string       `json:"allowed_domains,omitempty"`
-	Preinstall     *MCPPreinstall `json:"preinstall,omitempty"`
+	Name           string      `json:"name,omitempty"`
+	Transport      string      `json:"transport,omitempty"`
+	Command        []string    `json:"command"`
+	EnvKeys        []string    `json:"env_keys,omitempty"`
+	AllowedDomains []string    `json:"allowed_domains,omitempty"`
+	Install        *MCPInstall `json:"install,omitempty"`
+	NPMPackage     string      `json:"npm_package,omitempty"`
+	PyPIPackage    string      `json:"pypi_package,omitempty"`
+	SourceRepo     string      `json:"source_repo,omitempty"`
 }
 
-// MCPPreinstall pins the server's own package.
-type MCPPreinstall struct {
-	Registry string   `json:"registry"` // npm | pypi
-	Package  string   `json:"package"`
-	Version  string   `json:"version"`
-	Command  []string `json:"command,omitempty"`
+// MCPInstall pins the server's own package (AgentNode's mcp_install).
+type MCPInstall struct {
+	Manager string `json:"manager"` // npm | pypi
+	Package string `json:"package"`
+	Version string `json:"version"`
 }
 
 // EnvRequirement is one entry of env_requirements.
@@ -302,6 +312,7 @@ type wire struct {
 
 // agentSection is what agentnode reads from the ANP agent section.
 type agentSection struct {
+	Entrypoint string      `json:"entrypoint"`
 	ToolAccess *ToolAccess `json:"tool_access"`
 	LLMAccess  *LLMAccess  `json:"llm_access"`
 	Limits     *Limits     `json:"limits"`
@@ -335,6 +346,7 @@ func decode(raw []byte) (*Manifest, []Problem) {
 	if len(problems) > 0 {
 		return nil, problems
 	}
+	m.AgentEntrypoint = a.Entrypoint
 	if a.ToolAccess != nil {
 		m.ToolAccess = a.ToolAccess
 	}

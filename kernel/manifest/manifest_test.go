@@ -319,8 +319,9 @@ func TestBadValues(t *testing.T) {
 		}},
 		{"bad tool name", "capabilities.tools[0].name", "is not a tool name", func(m map[string]any) { tool0(m)["name"] = "a/b" }},
 		{"llm_access twice", "agent.llm_access", "set it in one place", func(m map[string]any) {
+			m["package_type"] = "agent"
 			m["llm_access"] = map[string]any{"enabled": false}
-			m["agent"] = map[string]any{"llm_access": map[string]any{"enabled": true}}
+			m["agent"] = map[string]any{"entrypoint": "bin/echo", "llm_access": map[string]any{"enabled": true}}
 		}},
 		{"python entrypoint", "capabilities.tools[0].entrypoint", "module.path:function", func(m map[string]any) {
 			m["runtime"] = "python"

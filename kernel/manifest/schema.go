@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -151,12 +153,37 @@ func schemaProblems(err error, doc any) []Problem {
 				msg += " (YAML read it as a " + k.Got + "; put the value in quotes)"
 			}
 			out = append(out, Problem{Field: string(p), Msg: msg})
+		case *kind.FalseSchema:
+			out = append(out, Problem{Field: string(p), Msg: "not allowed"})
 		default:
 			out = append(out, Problem{Field: string(p), Msg: e.ErrorKind.LocalizedString(printer)})
+		}
+		if rule := typeRule(e.SchemaURL); rule != "" {
+			out[len(out)-1].Msg += " (" + rule + ")"
 		}
 	}
 	visit(ve)
 	return out
+}
+
+var typeRuleRe = regexp.MustCompile(`^` + regexp.QuoteMeta(schemaID) + `#/allOf/(\d+)/then(/|$)`)
+
+// typeRule returns the description of the package-type rule (the schema's
+// top-level allOf) that the keyword at schemaURL belongs to, or "".
+func typeRule(schemaURL string) string {
+	sm := typeRuleRe.FindStringSubmatch(schemaURL)
+	if sm == nil {
+		return ""
+	}
+	i, _ := strconv.Atoi(sm[1])
+	root, _ := schemaDoc().(map[string]any)
+	rules, _ := root["allOf"].([]any)
+	if i >= len(rules) {
+		return ""
+	}
+	rule, _ := rules[i].(map[string]any)
+	desc, _ := rule["description"].(string)
+	return desc
 }
 
 // schemaDoc is the manifest schema as a generic JSON value.

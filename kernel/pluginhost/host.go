@@ -12,7 +12,8 @@
 // more right before exec.
 //
 // Launch: plugins speak gRPC over go-plugin with AutoMTLS, get no host
-// environment, run in their own process group with Pdeathsig SIGKILL, and are
+// environment (a broker plugin only the D-Bus session bus address, see
+// BrokerEnv), run in their own process group with Pdeathsig SIGKILL, and are
 // forked from a dedicated OS thread that lives as long as the process (see
 // launch.go). Host.Close kills every plugin it started and its whole process
 // group. Any failure to start, hand-shake or describe itself makes a plugin
@@ -328,6 +329,7 @@ func (h *Host) clientConfig(kind, path string, checksum []byte, adapter goplugin
 	cmd := exec.Command(path)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.Env = pluginEnv(kind)
 	return &goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedSet(kind, adapter),
@@ -340,6 +342,28 @@ func (h *Host) clientConfig(kind, path string, checksum []byte, adapter goplugin
 		StartTimeout:     h.startTimeout,
 		Logger:           h.logger.Named("plugin"),
 	}
+}
+
+// BrokerEnv lists the only host environment variables a plugin gets, and
+// only a broker plugin: the D-Bus session bus, through which it reads
+// provider credentials from the OS keychain (Secret Service). Every other
+// kind gets no host environment at all.
+var BrokerEnv = []string{"DBUS_SESSION_BUS_ADDRESS"}
+
+// pluginEnv is the environment of a plugin of kind, before go-plugin adds
+// its handshake variables (SkipHostEnv keeps the rest of the host's out).
+func pluginEnv(kind string) []string {
+	if kind != plugin.KindBroker {
+		return nil
+	}
+	var env []string
+	for _, k := range BrokerEnv {
+		// "autolaunch:" would let the bus library spawn a dbus-daemon.
+		if v := os.Getenv(k); v != "" && v != "autolaunch:" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // start verifies, launches, dispenses and checks one plugin. On error the

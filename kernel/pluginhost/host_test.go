@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
@@ -316,6 +317,81 @@ func TestPluginGetsNoHostEnv(t *testing.T) {
 	}
 	if !strings.Contains(resp.Reason, plugin.Handshake.MagicCookieKey) {
 		t.Errorf("plugin env %q lacks the handshake cookie; is the env mode working?", resp.Reason)
+	}
+}
+
+// TestBrokerGetsOnlySessionBus: a broker plugin gets the D-Bus session bus
+// address (to reach the OS keychain) and nothing else from the host; the
+// same binary as a trust plugin, in the same host environment, gets none.
+func TestBrokerGetsOnlySessionBus(t *testing.T) {
+	const bus = "unix:path=/run/agentnode-test/bus"
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", bus)
+	t.Setenv("XDG_RUNTIME_DIR", "/run/agentnode-test")
+	t.Setenv("OPENAI_API_KEY", "sk-host-secret")
+	t.Setenv("AGENTNODE_TEST_SECRET", "s3cret")
+	e := newEnv(t, "env", true)
+	bpath := install(t, e.bin, "agentnode-broker-faulty", "env")
+	if _, err := Pin(e.home, bpath); err != nil {
+		t.Fatal(err)
+	}
+	h := e.host(t, Options{})
+	ctx := context.Background()
+	b, err := h.Broker(ctx, "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.Chat(ctx, &broker.ChatRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawBus bool
+	for _, v := range strings.Split(resp.Message.Content, "\x00") {
+		name, _, _ := strings.Cut(v, "=")
+		switch {
+		case v == "DBUS_SESSION_BUS_ADDRESS="+bus:
+			sawBus = true
+		case name == plugin.Handshake.MagicCookieKey, strings.HasPrefix(name, "PLUGIN_"):
+		default:
+			t.Errorf("broker plugin saw host environment variable %s", name)
+		}
+	}
+	if !sawBus {
+		t.Errorf("broker plugin env %q lacks DBUS_SESSION_BUS_ADDRESS", resp.Message.Content)
+	}
+
+	c, err := h.Trust(ctx, "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := evaluate(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tr.Reason, plugin.Handshake.MagicCookieKey) {
+		t.Fatalf("trust plugin env %q lacks the handshake cookie; is the env mode working?", tr.Reason)
+	}
+	for _, leak := range []string{"DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "OPENAI_API_KEY", "AGENTNODE_TEST_SECRET"} {
+		if strings.Contains(tr.Reason, leak) {
+			t.Errorf("trust plugin saw %s", leak)
+		}
+	}
+}
+
+func TestPluginEnvByKind(t *testing.T) {
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "autolaunch:")
+	if env := pluginEnv(plugin.KindBroker); len(env) != 0 {
+		t.Errorf("autolaunch: passed on as %q", env)
+	}
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/x")
+	for _, kind := range plugin.Kinds {
+		env := pluginEnv(kind)
+		if kind == plugin.KindBroker {
+			if len(env) != 1 || env[0] != "DBUS_SESSION_BUS_ADDRESS=unix:path=/x" {
+				t.Errorf("broker env %q", env)
+			}
+		} else if env != nil {
+			t.Errorf("%s env %q, want none", kind, env)
+		}
 	}
 }
 

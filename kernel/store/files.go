@@ -11,8 +11,9 @@ import (
 
 // copyTree copies the tree at src to dst (which must not exist) without
 // following symlinks: directories, regular files (content and executable
-// bit) and symlinks (their target text). Anything else is an error.
-func copyTree(src, dst string) error {
+// bit) and symlinks (their target text). Anything else is an error, and so
+// is a tree over the entry, file or total size caps of lim (ErrTooLarge).
+func copyTree(src, dst string, lim Limits) error {
 	fi, err := os.Lstat(src)
 	if err != nil {
 		return err
@@ -20,6 +21,10 @@ func copyTree(src, dst string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", src)
 	}
+	var (
+		entries int
+		total   int64
+	)
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -27,6 +32,12 @@ func copyTree(src, dst string) error {
 		rel, err := filepath.Rel(src, p)
 		if err != nil {
 			return err
+		}
+		if rel != "." {
+			entries++
+			if entries > lim.Entries {
+				return fmt.Errorf("%w: more than %d entries", ErrTooLarge, lim.Entries)
+			}
 		}
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()
@@ -38,7 +49,18 @@ func copyTree(src, dst string) error {
 		case m.IsDir():
 			return os.Mkdir(target, 0o700)
 		case m.IsRegular():
-			return copyFile(p, target, m)
+			if info.Size() > lim.FileBytes {
+				return fmt.Errorf("%w: %s has %d bytes; a file may have at most %d", ErrTooLarge, filepath.ToSlash(rel), info.Size(), lim.FileBytes)
+			}
+			n, err := copyFile(p, target, m, lim.FileBytes)
+			total += n
+			if err != nil {
+				return err
+			}
+			if total > lim.UnpackedBytes {
+				return fmt.Errorf("%w: the package's files exceed %d bytes in all", ErrTooLarge, lim.UnpackedBytes)
+			}
+			return nil
 		case m&fs.ModeSymlink != 0:
 			link, err := os.Readlink(p)
 			if err != nil {
@@ -51,16 +73,18 @@ func copyTree(src, dst string) error {
 	})
 }
 
-func copyFile(src, dst string, m fs.FileMode) error {
+// copyFile copies src to dst (created), at most max bytes (more is
+// ErrTooLarge, the file may have grown), and returns the bytes copied.
+func copyFile(src, dst string, m fs.FileMode, max int64) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer in.Close()
 	if fi, err := in.Stat(); err != nil {
-		return err
+		return 0, err
 	} else if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s changed while it was copied", src)
+		return 0, fmt.Errorf("%s changed while it was copied", src)
 	}
 	perm := fs.FileMode(0o600)
 	if m.Perm()&0o111 != 0 {
@@ -68,17 +92,19 @@ func copyFile(src, dst string, m fs.FileMode) error {
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	n, err := io.Copy(out, io.LimitReader(in, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("%w: %s has more than %d bytes", ErrTooLarge, src, max)
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+	if err == nil {
+		err = out.Sync()
 	}
-	return out.Close()
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // makeReadOnly sets files to 0444, or 0555 if any executable bit is set,

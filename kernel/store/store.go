@@ -7,13 +7,13 @@
 // the attestations supplied at install. The content hash covers exactly
 // content/, so Verify can recompute it before every run.
 //
-// Install is all or nothing: the manifest is checked first, the tree is
-// copied into a staging directory inside root, checked and hashed there, and
-// renamed into place; a replaced install is renamed aside first and removed
-// afterwards. Any error leaves the store as it was. Mutations hold an
-// exclusive lock on <root>/.lock.
-//
-// Only directories are installed; .tar.gz archives are a later issue.
+// Install is all or nothing: the tree (copied from a directory, or
+// unpacked from a .tar.gz with every entry checked, archive.go) is put into
+// a staging directory inside root, its manifest checked and its content
+// hashed there, and renamed into place; a replaced install is renamed aside
+// first and removed afterwards. Any error leaves the store as it was, and
+// recover removes what a crash left. Size caps (Limits) apply to both
+// sources. Mutations hold an exclusive lock on <root>/.lock.
 package store
 
 import (
@@ -53,8 +53,12 @@ const (
 // Store is the package store rooted at a directory. The zero value is not
 // usable; call Open.
 type Store struct {
-	root string
-	now  func() time.Time
+	root   string
+	now    func() time.Time
+	limits Limits
+	// afterFill, if set, runs after the package tree is in the staging
+	// directory; tests use it to inject failures.
+	afterFill func(staging string) error
 }
 
 // Package is an installed package.
@@ -65,22 +69,30 @@ type Package struct {
 	Manifest     *manifest.Manifest
 	ArtifactHash string // "sha256:<hex>", ContentHash of Dir at install
 	InstalledAt  time.Time
-	Attestations [][]byte // as supplied at install, each a JSON document in compact form
+	// Source is how it was installed: SourceDirectory or SourceArchive
+	// ("" for installs made before it was recorded).
+	Source string
+	// ArchiveSHA256 is the hex SHA-256 of the archive file it was
+	// installed from; "" for a directory.
+	ArchiveSHA256 string
+	Attestations  [][]byte // as supplied at install, each a JSON document in compact form
 }
 
 // meta is meta.json.
 type meta struct {
-	PackageID    string            `json:"package_id"`
-	Version      string            `json:"version"`
-	ArtifactHash string            `json:"artifact_hash"`
-	InstalledAt  time.Time         `json:"installed_at"`
-	Attestations []json.RawMessage `json:"attestations"`
+	PackageID     string            `json:"package_id"`
+	Version       string            `json:"version"`
+	ArtifactHash  string            `json:"artifact_hash"`
+	InstalledAt   time.Time         `json:"installed_at"`
+	Source        string            `json:"source,omitempty"`
+	ArchiveSHA256 string            `json:"archive_sha256,omitempty"`
+	Attestations  []json.RawMessage `json:"attestations"`
 }
 
 // Open returns the store rooted at root. Nothing is created until the
 // first Install.
 func Open(root string) *Store {
-	return &Store{root: root, now: time.Now}
+	return &Store{root: root, now: time.Now, limits: DefaultLimits}
 }
 
 // Root is the store's directory.
@@ -99,26 +111,128 @@ func notInstalled(id string) error {
 	return fmt.Errorf("package %q is %w", id, ErrNotInstalled)
 }
 
-// Install installs the package directory srcDir with the given
-// attestations (each must be a JSON document; their signatures are checked
-// at run time, not here) and returns the installed package. An install of
-// the same package id is replaced. On any error nothing changes.
-func (s *Store) Install(srcDir string, attestations [][]byte) (*Package, error) {
-	m, err := manifest.Load(srcDir)
-	if err != nil {
-		return nil, err
-	}
-	atts := make([]json.RawMessage, len(attestations))
-	for i, a := range attestations {
+// InstallOptions are the optional parts of an install.
+type InstallOptions struct {
+	// Attestations are kept with the package; each must be a JSON document
+	// (their signatures are checked at run time, not here).
+	Attestations [][]byte
+	// SHA256, if set, pins the source (64 hex digits, optionally
+	// "sha256:"): for an archive the SHA-256 of the archive file, checked
+	// before anything is unpacked; for a directory its content hash (the
+	// artifact_hash install prints), checked before it is put in place.
+	SHA256 string
+}
+
+// Install installs the package at src (a directory or a .tar.gz archive)
+// with the given attestations. See InstallFrom.
+func (s *Store) Install(src string, attestations [][]byte) (*Package, error) {
+	return s.InstallFrom(src, InstallOptions{Attestations: attestations})
+}
+
+// InstallFrom installs the package at src and returns the installed
+// package. src is a package directory or a gzip-compressed tar archive
+// (recognised by its content, not its name). An install of the same
+// package id is replaced. On any error nothing changes: a bad manifest is
+// a *manifest.Error, a refused archive an *ArchiveError (ErrBadArchive), a
+// cap exceeded ErrTooLarge, a wrong pin ErrPinMismatch.
+func (s *Store) InstallFrom(src string, opts InstallOptions) (*Package, error) {
+	atts := make([]json.RawMessage, len(opts.Attestations))
+	for i, a := range opts.Attestations {
 		c, err := compactJSON(a)
 		if err != nil {
 			return nil, fmt.Errorf("attestation %d is not valid JSON: %w", i+1, err)
 		}
 		atts[i] = c
 	}
+	var pin string
+	if opts.SHA256 != "" {
+		p, err := ParsePin(opts.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		pin = p
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return s.installDir(src, atts, pin)
+	}
+	return s.installArchive(src, atts, pin)
+}
+
+func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string) (*Package, error) {
+	m, err := manifest.Load(srcDir)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.checkNotNested(srcDir); err != nil {
 		return nil, err
 	}
+	fill := func(staging string) error {
+		if err := copyTree(srcDir, filepath.Join(staging, contentDir), s.limits); err != nil {
+			return fmt.Errorf("copy %s: %w", srcDir, err)
+		}
+		return nil
+	}
+	src := source{
+		kind:     SourceDirectory,
+		name:     srcDir,
+		manifest: filepath.Join(srcDir, manifest.FileName),
+		want:     m,
+		pin:      pin,
+	}
+	return s.installTree(fill, src, atts)
+}
+
+func (s *Store) installArchive(archive string, atts []json.RawMessage, pin string) (*Package, error) {
+	data, err := readArchive(archive, s.limits.ArchiveBytes)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256Hex(data)
+	// The pin is checked on the bytes read, before anything is created.
+	if pin != "" && sum != pin {
+		return nil, fmt.Errorf("%w: archive %s has SHA-256 %s, the pin is %s; nothing was unpacked", ErrPinMismatch, archive, sum, pin)
+	}
+	if !isGzip(data) {
+		return nil, &ArchiveError{Archive: archive, Err: fmt.Errorf("%w: neither a directory nor a .tar.gz archive (no gzip header)", ErrCorrupt)}
+	}
+	fill := func(staging string) error {
+		return unpackPackage(data, archive, staging, s.limits)
+	}
+	src := source{
+		kind:          SourceArchive,
+		name:          archive,
+		manifest:      archive + ":" + manifest.FileName,
+		archiveSHA256: sum,
+	}
+	return s.installTree(fill, src, atts)
+}
+
+// Sources of an install (Package.Source).
+const (
+	SourceDirectory = "directory"
+	SourceArchive   = "archive"
+)
+
+// source describes what installTree installs.
+type source struct {
+	kind          string             // SourceDirectory or SourceArchive
+	name          string             // the path given
+	manifest      string             // the manifest's name in errors
+	want          *manifest.Manifest // if set, the copy must name the same id and version
+	pin           string             // if set, the content hash must be sha256:<pin>
+	archiveSHA256 string
+}
+
+// installTree is the common part of every install, under the store lock:
+// fill puts the package tree into <staging>/content; installTree checks its
+// manifest, makes it read-only, hashes it, writes meta.json and swaps it
+// in. The staging directory is removed on every error path (and by
+// recover after a crash).
+func (s *Store) installTree(fill func(staging string) error, src source, atts []json.RawMessage) (*Package, error) {
 	if err := os.MkdirAll(s.root, 0o700); err != nil {
 		return nil, fmt.Errorf("create package store: %w", err)
 	}
@@ -141,32 +255,49 @@ func (s *Store) Install(srcDir string, attestations [][]byte) (*Package, error) 
 			_ = removeTree(staging)
 		}
 	}()
-	content := filepath.Join(staging, contentDir)
-	if err := copyTree(srcDir, content); err != nil {
-		return nil, fmt.Errorf("copy %s: %w", srcDir, err)
-	}
-	// The copy is what gets installed: check it again, in case srcDir
-	// changed while it was copied.
-	mc, err := manifest.Load(content)
-	if err != nil {
+	if err := fill(staging); err != nil {
 		return nil, err
 	}
-	if mc.PackageID != m.PackageID || mc.Version != m.Version {
-		return nil, fmt.Errorf("%s changed while it was installed", srcDir)
+	if s.afterFill != nil {
+		if err := s.afterFill(staging); err != nil {
+			return nil, err
+		}
+	}
+	content := filepath.Join(staging, contentDir)
+	// The copy is what gets installed: check it (again, for a directory,
+	// in case it changed while it was copied).
+	mc, err := manifest.Load(content)
+	if err != nil {
+		var me *manifest.Error
+		if errors.As(err, &me) {
+			me.File = src.manifest
+		}
+		return nil, err
+	}
+	if src.want != nil && (mc.PackageID != src.want.PackageID || mc.Version != src.want.Version) {
+		return nil, fmt.Errorf("%s changed while it was installed", src.name)
 	}
 	if err := makeReadOnly(content); err != nil {
 		return nil, err
 	}
 	sum, err := ContentHash(content)
 	if err != nil {
+		if src.kind == SourceArchive {
+			return nil, &ArchiveError{Archive: src.name, Err: fmt.Errorf("%w: %v", ErrLinkEscape, err)}
+		}
 		return nil, err
 	}
+	if src.pin != "" && sum != "sha256:"+src.pin {
+		return nil, fmt.Errorf("%w: %s has content hash %s, the pin is sha256:%s", ErrPinMismatch, src.name, sum, src.pin)
+	}
 	md := meta{
-		PackageID:    mc.PackageID,
-		Version:      mc.Version,
-		ArtifactHash: sum,
-		InstalledAt:  s.now().UTC(),
-		Attestations: atts,
+		PackageID:     mc.PackageID,
+		Version:       mc.Version,
+		ArtifactHash:  sum,
+		InstalledAt:   s.now().UTC(),
+		Source:        src.kind,
+		ArchiveSHA256: src.archiveSHA256,
+		Attestations:  atts,
 	}
 	if err := writeMeta(filepath.Join(staging, metaFile), &md); err != nil {
 		return nil, err
@@ -313,12 +444,14 @@ func (s *Store) Get(id string) (*Package, error) {
 			id, m.PackageID, m.Version, id, md.Version)
 	}
 	p := &Package{
-		ID:           id,
-		Version:      md.Version,
-		Dir:          content,
-		Manifest:     m,
-		ArtifactHash: md.ArtifactHash,
-		InstalledAt:  md.InstalledAt,
+		ID:            id,
+		Version:       md.Version,
+		Dir:           content,
+		Manifest:      m,
+		ArtifactHash:  md.ArtifactHash,
+		InstalledAt:   md.InstalledAt,
+		Source:        md.Source,
+		ArchiveSHA256: md.ArchiveSHA256,
 	}
 	for i, a := range md.Attestations {
 		c, err := compactJSON(a)

@@ -457,7 +457,7 @@ func TestInstallRefusesOverlap(t *testing.T) {
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "copy")
-	if err := copyTree(src, dst); err != nil {
+	if err := copyTree(src, dst, DefaultLimits); err != nil {
 		t.Fatal(err)
 	}
 	return dst

@@ -3,6 +3,7 @@ package brokertest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -58,7 +59,11 @@ func TestChat(t *testing.T) {
 	c := brokertest.Connect(t, info, impl)
 	req := &broker.ChatRequest{
 		Provider: "openai", Model: "m1", MaxOutputChars: 100,
-		Messages: []broker.Message{{Role: broker.RoleSystem, Content: "be brief"}, {Role: broker.RoleUser, Content: "héllo"}},
+		Messages:      []broker.Message{{Role: broker.RoleSystem, Content: "be brief"}, {Role: broker.RoleUser, Content: "héllo"}},
+		API:           "openai",
+		BaseURL:       "http://127.0.0.1:8080/v1",
+		MaxInputChars: 2000,
+		AllowedModels: []string{"m1", "m2"},
 	}
 	resp, err := c.Chat(t.Context(), req)
 	if err != nil {
@@ -99,8 +104,12 @@ func TestMaxOutputCharsEnforced(t *testing.T) {
 		t.Fatalf("error %v, want ErrOutputTooLong", err)
 	}
 	req.MaxOutputChars = -1
-	if _, err := c.Chat(t.Context(), req); err == nil {
-		t.Fatal("negative MaxOutputChars accepted")
+	if _, err := c.Chat(t.Context(), req); !errors.Is(err, broker.ErrInvalidRequest) {
+		t.Fatalf("negative MaxOutputChars: %v", err)
+	}
+	req.MaxOutputChars, req.MaxInputChars = 0, -1
+	if _, err := c.Chat(t.Context(), req); !errors.Is(err, broker.ErrInvalidRequest) {
+		t.Fatalf("negative MaxInputChars: %v", err)
 	}
 }
 
@@ -136,5 +145,44 @@ func TestNilResponseIsError(t *testing.T) {
 	c := brokertest.Connect(t, info, nilBroker{})
 	if resp, err := c.Chat(t.Context(), &broker.ChatRequest{}); err == nil {
 		t.Fatalf("got %+v, want an error", resp)
+	}
+}
+
+// errBroker returns err from every call.
+type errBroker struct{ err error }
+
+func (e errBroker) Chat(context.Context, *broker.ChatRequest) (*broker.ChatResponse, error) {
+	return nil, e.err
+}
+
+// TestSentinelErrorsCrossTheWire: each sentinel a plugin wraps arrives on
+// the host side as the same sentinel (and as no other), with the message.
+func TestSentinelErrorsCrossTheWire(t *testing.T) {
+	sentinels := []error{
+		broker.ErrCredentialsMissing, broker.ErrCredentialsRejected, broker.ErrModelNotAllowed,
+		broker.ErrInputTooLong, broker.ErrOutputTooLong, broker.ErrInvalidRequest, broker.ErrProviderFailed,
+	}
+	for _, want := range sentinels {
+		c := brokertest.Connect(t, info, errBroker{fmt.Errorf("provider p: %w", want)})
+		_, err := c.Chat(t.Context(), &broker.ChatRequest{})
+		if !errors.Is(err, want) {
+			t.Errorf("plugin returned %v; host got %v", want, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "provider p: "+want.Error()) {
+			t.Errorf("host error %q lost the plugin's message", err)
+		}
+		for _, other := range sentinels {
+			if other != want && errors.Is(err, other) {
+				t.Errorf("plugin returned %v; host error also matches %v", want, other)
+			}
+		}
+	}
+	// A plain error matches none of them.
+	_, err := brokertest.Connect(t, info, errBroker{errors.New("plain")}).Chat(t.Context(), &broker.ChatRequest{})
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			t.Errorf("plain error %v matches %v", err, s)
+		}
 	}
 }

@@ -73,14 +73,34 @@ func (x *ChatMessage) GetContent() string {
 	return ""
 }
 
+// ChatRequest is one model call. The kernel resolves the provider from its
+// config (llm.providers) and the effective ceilings (the minimum of the
+// manifest's llm_access and the host's agent_sandbox.llm) and sends them with
+// every call; the broker holds no config of its own. The credential is never
+// part of the request: the broker reads it from the OS keychain.
 type ChatRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Provider       string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
-	Model          string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Messages       []*ChatMessage         `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
-	MaxOutputChars int64                  `protobuf:"varint,4,opt,name=max_output_chars,json=maxOutputChars,proto3" json:"max_output_chars,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// provider names the keychain entry (service agentnode:<provider>).
+	Provider string         `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Model    string         `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Messages []*ChatMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// max_output_chars bounds the reply's content in characters; 0: no bound.
+	MaxOutputChars int64 `protobuf:"varint,4,opt,name=max_output_chars,json=maxOutputChars,proto3" json:"max_output_chars,omitempty"`
+	// api is the provider's wire API: "openai" (chat completions) or
+	// "anthropic" (messages). Empty: the provider's name when that is one of
+	// the two.
+	Api string `protobuf:"bytes,5,opt,name=api,proto3" json:"api,omitempty"`
+	// base_url of the provider's API. Empty: the official endpoint of api.
+	BaseUrl string `protobuf:"bytes,6,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// max_input_chars bounds the total content of messages in characters;
+	// 0: no bound.
+	MaxInputChars int64 `protobuf:"varint,7,opt,name=max_input_chars,json=maxInputChars,proto3" json:"max_input_chars,omitempty"`
+	// allowed_models lists the models the call may use; empty: any model.
+	// The kernel refuses a call itself when the intersection of the host's and
+	// the manifest's lists is empty.
+	AllowedModels []string `protobuf:"bytes,8,rep,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChatRequest) Reset() {
@@ -139,6 +159,34 @@ func (x *ChatRequest) GetMaxOutputChars() int64 {
 		return x.MaxOutputChars
 	}
 	return 0
+}
+
+func (x *ChatRequest) GetApi() string {
+	if x != nil {
+		return x.Api
+	}
+	return ""
+}
+
+func (x *ChatRequest) GetBaseUrl() string {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return ""
+}
+
+func (x *ChatRequest) GetMaxInputChars() int64 {
+	if x != nil {
+		return x.MaxInputChars
+	}
+	return 0
+}
+
+func (x *ChatRequest) GetAllowedModels() []string {
+	if x != nil {
+		return x.AllowedModels
+	}
+	return nil
 }
 
 type Usage struct {
@@ -268,12 +316,16 @@ const file_agentnode_v1_broker_proto_rawDesc = "" +
 	"\x19agentnode/v1/broker.proto\x12\fagentnode.v1\x1a\x19agentnode/v1/common.proto\";\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xa0\x01\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\x9c\x02\n" +
 	"\vChatRequest\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x125\n" +
 	"\bmessages\x18\x03 \x03(\v2\x19.agentnode.v1.ChatMessageR\bmessages\x12(\n" +
-	"\x10max_output_chars\x18\x04 \x01(\x03R\x0emaxOutputChars\"\x93\x01\n" +
+	"\x10max_output_chars\x18\x04 \x01(\x03R\x0emaxOutputChars\x12\x10\n" +
+	"\x03api\x18\x05 \x01(\tR\x03api\x12\x19\n" +
+	"\bbase_url\x18\x06 \x01(\tR\abaseUrl\x12&\n" +
+	"\x0fmax_input_chars\x18\a \x01(\x03R\rmaxInputChars\x12%\n" +
+	"\x0eallowed_models\x18\b \x03(\tR\rallowedModels\"\x93\x01\n" +
 	"\x05Usage\x12\x1f\n" +
 	"\vinput_chars\x18\x01 \x01(\x03R\n" +
 	"inputChars\x12!\n" +

@@ -15,6 +15,10 @@
 //	wrongkind    Info reports kind "guard"
 //	badversion   Info reports only plugin API version 99
 //
+// Installed under a broker name (agentnode-broker-*), it serves the broker
+// kind instead, whatever the mode: Chat answers with the plugin's
+// environment, NUL-separated, as the reply's content.
+//
 // Build: go build -o DIR/agentnode-trust-faulty ./test/plugins/faulty
 package main
 
@@ -23,10 +27,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
@@ -49,6 +55,9 @@ func main() {
 		info.APIVersions = []uint32{99}
 	}
 	logger.Info("faulty plugin serving", "mode", mode)
+	if exe, err := os.Executable(); err == nil && strings.HasPrefix(filepath.Base(exe), "agentnode-broker-") {
+		broker.Serve(info, envBroker{})
+	}
 	trust.Serve(info, &evaluator{mode: mode})
 }
 
@@ -86,6 +95,13 @@ func (e *evaluator) Evaluate(ctx context.Context, req *trust.EvaluateRequest) (*
 		return &trust.EvaluateResponse{Level: trust.LevelTrusted, Issuer: "faulty", Reason: strings.Join(os.Environ(), "\x00")}, nil
 	}
 	return &trust.EvaluateResponse{Level: trust.LevelTrusted, Issuer: "faulty", Reason: "ok " + req.PackageID}, nil
+}
+
+// envBroker answers every Chat with the plugin's environment.
+type envBroker struct{}
+
+func (envBroker) Chat(context.Context, *broker.ChatRequest) (*broker.ChatResponse, error) {
+	return &broker.ChatResponse{Message: broker.Message{Role: broker.RoleAssistant, Content: strings.Join(os.Environ(), "\x00")}}, nil
 }
 
 // spawnSleep starts a long sleep in our process group. There is no PATH (the

@@ -1,0 +1,84 @@
+// Package confine confines a trusted tool that runs on the host: the
+// placement host_trust_policy allows for trusted/curated packages
+// (kernel/hostexec uses it; sandbox.host_confinement configures it).
+//
+// # How
+//
+// Go cannot run code between fork and exec. A re-exec'd helper would cost a
+// second process start per run: measured on a 2-core VM, re-executing the
+// agentnode binary costs ~7 ms (package init), a dedicated Go helper with
+// libseccomp 2-3 ms, against a goal of 2 ms. Instead, Start confines one
+// fresh OS thread of agentnode and forks the tool from it: capabilities,
+// no_new_privs, the Landlock domain and the seccomp filter are all attributes
+// of a thread that fork copies, so the child is confined before its first
+// instruction and keeps it through execve. The thread's goroutine stays
+// locked to it and never unlocks, so the Go runtime runs nothing else there
+// and destroys the thread at the end (and creates new threads from a template
+// thread, never from a locked one). The rest of agentnode keeps its
+// privileges. This costs about 0.4 ms per run (BenchmarkRunConfined against
+// BenchmarkRunTrivial in kernel/hostexec): the BPF program is compiled once
+// per process.
+//
+// # What a confined tool gets
+//
+//   - No capabilities, even as root: the bounding, inheritable, ambient,
+//     effective and permitted sets are emptied.
+//   - Landlock: read and execute its package directory; read, write and
+//     create in its work directory (no execute, like the sandbox's noexec
+//     /tmp; no device nodes, sockets or fifos); read and execute the system's
+//     software (SystemReadDirs); read a short list of files and directories
+//     under /etc, /dev, /proc and /sys (SystemReadEtcDirs, SystemReadFiles,
+//     SysCPU); read and write /dev/null, /dev/zero, /dev/full. Nothing else:
+//     not the user's home directory, not /tmp, /run or /var, not the
+//     agentnode home beyond the package's own directory, no /proc/<pid>
+//     entries (not even the tool's own: /proc/self is resolved when the rule
+//     is made, before the tool exists). With network none, every TCP (and,
+//     from ABI 10, UDP) bind and connect is denied. From ABI 6, abstract unix
+//     sockets and signals are scoped to the tool's own processes, so it
+//     cannot signal agentnode or anything else; from ABI 9, pathname unix
+//     sockets too. From ABI 7 the kernel audit log records the tool's
+//     denials.
+//   - seccomp, a deny list (everything else is allowed, since host tools
+//     run ordinary host programs; the sandbox has the allowlist): socket(2)
+//     with protocol 262 (MPTCP, which Landlock's TCP rules miss) and of
+//     family AF_UNIX, always; with network none every socket(2); with
+//     network declared every family but AF_INET and AF_INET6 (netlink,
+//     packet, vsock, …). socketpair(2) stays (AF_UNIX only). The
+//     DeniedSyscalls (ptrace, process_vm_*, pidfd_getfd, mount and the new
+//     mount API, unshare, setns, bpf, kexec_*, module loading, keyctl,
+//     perf_event_open, userfaultfd, io_uring_*, open_by_handle_at, clock
+//     setters, reboot, …), clone with any CLONE_NEW* flag, and the TIOCSTI
+//     and TIOCLINUX ioctls fail with EPERM; clone3 fails with ENOSYS so
+//     that libc falls back to clone, whose flags seccomp can read. A
+//     syscall of another architecture (i386 int 0x80, x32) kills the
+//     process.
+//
+// Pathname unix sockets (ssh-agent, D-Bus, the Docker socket, the OS
+// keyring) need Landlock ABI 9 to be scoped, which this kernel generation
+// lacks, so seccomp refuses socket(AF_UNIX) outright: a tool cannot create
+// a socket that could connect to them, with or without network. The
+// variables that point at them (SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS,
+// DOCKER_HOST, XDG_RUNTIME_DIR) never reach a tool (hostexec.AllowedEnv).
+//
+// A tool whose manifest declares network (restricted or unrestricted) gets
+// inet sockets without egress filtering on the host: allowed_domains is
+// enforced only in the sandbox.
+//
+// # Requirements and modes
+//
+// Full confinement needs Landlock ABI MinABI (6, Linux 6.12) and seccomp
+// filters. sandbox.host_confinement says what happens on a kernel with
+// less (Assess): "required", the default, refuses the run with
+// sandbox_unavailable; "best_effort" runs it with seccomp and whatever
+// Landlock the kernel has, and the audit record carries a note
+// ("unconfined: landlock unavailable", "partly confined: landlock ABI 3 <
+// 6"). Whatever the mode, a confinement step that fails (including seccomp)
+// refuses the run: nothing is started less confined than decided.
+//
+// # Limits
+//
+// Landlock does not stop a tool from reading files through descriptors it
+// was given (only stdin, stdout and stderr), from mapping a file of its
+// work directory executable through the dynamic loader, nor from using
+// CPU, memory and processes: those limits are the sandbox's (cgroups).
+package confine

@@ -1,0 +1,125 @@
+package dispatch
+
+import (
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/policy"
+	"github.com/agentnode/agentnode/kernel/ratelimit"
+)
+
+// GuardPolicy is Guard's effective policy under the current config and
+// environment: what `agentnode guard policy` prints. It is built from the
+// same settings the pipeline uses.
+type GuardPolicy struct {
+	// Strict is true when strict mode is on; StrictSource says why
+	// ("AGENTNODE_GUARD_STRICT" when the variable is set, else
+	// "guard.strict").
+	Strict       bool   `json:"strict"`
+	StrictSource string `json:"strict_source,omitempty"`
+	// Interactive is false when every prompt becomes a deny
+	// (policy_prompt).
+	Interactive bool `json:"interactive"`
+	// Actions is the global verdict per action type, before risk and
+	// environment escalation.
+	Actions []ActionPolicy `json:"actions"`
+	// RiskBands are the bands of the risk score and what each does.
+	RiskBands []RiskBand `json:"risk_bands"`
+	// ToolOverrides is guard.tool_overrides ("PKG/TOOL" → verdict);
+	// OverridesApply is false in strict mode, which ignores them.
+	ToolOverrides  map[string]string `json:"tool_overrides"`
+	OverridesApply bool              `json:"tool_overrides_apply"`
+	// RateLimits are the effective limits (strict caps applied).
+	RateLimits RateLimits `json:"rate_limits"`
+	// Inspectors is the inspector chain, in order (deny wins).
+	Inspectors []string `json:"inspectors"`
+}
+
+// ActionPolicy is the verdict for one action type. Source is "default"
+// (AgentNode's default policy), "config" (guard.<action> differs from the
+// default) or "strict" (the strict table; the config is ignored).
+type ActionPolicy struct {
+	Action  string `json:"action"`
+	Verdict string `json:"verdict"`
+	Source  string `json:"source"`
+}
+
+// RiskBand is one band of the risk score: MinScore and up.
+type RiskBand struct {
+	Band     string `json:"band"`
+	MinScore int    `json:"min_score"`
+	Effect   string `json:"effect"`
+}
+
+// RateLimits are the per-package limits: the built-in limit per package
+// type, and the packages listed in guard.rate_limits.
+type RateLimits struct {
+	Defaults map[string]ratelimit.Limit `json:"defaults"`
+	Packages map[string]ratelimit.Limit `json:"packages"`
+	// StateFile is where the windows are kept.
+	StateFile string `json:"state_file"`
+}
+
+// GuardPolicy loads the config (not_set_up / config_invalid like a run)
+// and returns the effective Guard policy. It runs and records nothing.
+func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
+	path := k.ConfigPath
+	if path == "" {
+		path = home.ConfigPath(k.HomeDir)
+	}
+	set, err := loadSettings(path, k.Environ)
+	if err != nil {
+		return nil, err
+	}
+	p := &GuardPolicy{
+		Strict:         set.guardStrict,
+		Interactive:    k.Interactive,
+		ToolOverrides:  map[string]string{},
+		OverridesApply: !set.guardStrict,
+		Inspectors:     append([]string{}, set.inspectors...),
+		RiskBands: []RiskBand{
+			{string(policy.Critical), policy.CriticalScore, "deny; nothing lifts it"},
+			{string(policy.High), policy.HighScore, "an allow for a high-risk action (delete, write_external, execute, credential_use) becomes prompt"},
+			{string(policy.Medium), policy.MediumScore, "the policy decides"},
+			{string(policy.Low), 0, "the policy decides"},
+		},
+		RateLimits: RateLimits{
+			Defaults: map[string]ratelimit.Limit{
+				"toolpack": ratelimit.Resolve("toolpack", nil, set.guardStrict),
+				"agent":    ratelimit.Resolve("agent", nil, set.guardStrict),
+			},
+			Packages:  map[string]ratelimit.Limit{},
+			StateFile: home.RateLimitPath(k.HomeDir),
+		},
+	}
+	switch {
+	case set.guardStrict && envTrue(k.Environ, "AGENTNODE_GUARD_STRICT"):
+		p.StrictSource = "AGENTNODE_GUARD_STRICT"
+	case set.guardStrict:
+		p.StrictSource = "guard.strict"
+	}
+	for _, a := range policy.Actions {
+		ap := ActionPolicy{Action: string(a)}
+		switch {
+		case set.guardStrict:
+			ap.Verdict, ap.Source = string(policy.StrictPolicy[a]), "strict"
+		default:
+			v, ok := set.guardGlobal[a]
+			if !ok {
+				v = policy.DefaultPolicy[a]
+			}
+			ap.Verdict, ap.Source = string(v), "default"
+			if v != policy.DefaultPolicy[a] {
+				ap.Source = "config"
+			}
+		}
+		p.Actions = append(p.Actions, ap)
+	}
+	for tool, v := range set.overrides {
+		p.ToolOverrides[tool] = string(v)
+	}
+	for pkg := range set.rateLimits {
+		// The package type is not known without the package; an override
+		// replaces the type's default anyway.
+		p.RateLimits.Packages[pkg] = effectiveRateLimit(set, pkg, "toolpack")
+	}
+	return p, nil
+}

@@ -1,0 +1,627 @@
+package hostexec
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+var (
+	escapeOnce sync.Once
+	escapeBin  []byte
+	escapeErr  error
+)
+
+// escapePack returns a package directory holding the attacker
+// (testdata/escape, built once per test binary, statically) as "escape".
+func escapePack(t *testing.T) string {
+	t.Helper()
+	escapeOnce.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			escapeErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "hostexec-escape-")
+		if err != nil {
+			escapeErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "escape")
+		cmd := exec.Command(goBin, "build", "-o", out, "./testdata/escape")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			escapeErr = fmt.Errorf("%w: %s", err, b)
+			return
+		}
+		escapeBin, escapeErr = os.ReadFile(out)
+	})
+	if escapeErr != nil {
+		t.Fatalf("build the escape probe: %v", escapeErr)
+	}
+	pack := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pack, "escape"), escapeBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pack, "data.txt"), []byte("package data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pack
+}
+
+// probe runs the attacker confined and returns check name → outcome
+// ("allowed" or "denied: ERRNO").
+func probe(t *testing.T, pack string, c *Confinement, checks ...string) (map[string]string, *Result) {
+	t.Helper()
+	req := &Request{PackageDir: pack, Entrypoint: "escape", Args: checks, Env: AllowedEnv(os.Environ()),
+		Timeout: 20 * time.Second, Confine: c}
+	res, err := Run(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("probe exit %d\nstdout: %s\nstderr: %s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(res.Stdout)))
+	for sc.Scan() {
+		name, outcome, _ := strings.Cut(sc.Text(), ": ")
+		got[name] = outcome
+	}
+	return got, res
+}
+
+// outcome is a check of the attacker and what must come of it: "allowed",
+// or (part of) the error that denies it.
+type outcome struct{ check, want string }
+
+// checksOf lists the checks, in order (some depend on earlier ones).
+func checksOf(want []outcome) []string {
+	var out []string
+	for _, o := range want {
+		out = append(out, o.check)
+	}
+	return out
+}
+
+// expect compares outcomes.
+func expect(t *testing.T, got map[string]string, want []outcome) {
+	t.Helper()
+	for _, o := range want {
+		name, w := o.check, o.want
+		g, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no outcome", name)
+		case w == "allowed" && g != "allowed":
+			t.Errorf("%s: %s, want allowed", name, g)
+		case w != "allowed" && !strings.HasPrefix(g, "denied"):
+			t.Errorf("%s: ESCAPED (allowed), want denied %s", name, w)
+		case w != "allowed" && !strings.Contains(g, w):
+			t.Errorf("%s: %s, want denied %s", name, g, w)
+		}
+	}
+}
+
+// listeners are real servers on the host that a confined tool must not
+// reach: TCP and UDP on loopback, a unix socket in a directory and an
+// abstract unix socket. Each counts what reaches it.
+type listeners struct {
+	tcpPort, udpPort string
+	unixPath         string
+	abstract         string
+	hits             atomic.Int64
+}
+
+func startListeners(t *testing.T) *listeners {
+	t.Helper()
+	l := &listeners{}
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.tcpPort = strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port)
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.udpPort = strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port)
+	l.unixPath = filepath.Join(t.TempDir(), "agent.sock")
+	ux, err := net.Listen("unix", l.unixPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.abstract = fmt.Sprintf("agentnode-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	abs, err := net.Listen("unix", "@"+l.abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range []net.Listener{tcp, ux, abs} {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				l.hits.Add(1)
+				c.Close()
+			}
+		}()
+	}
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			l.hits.Add(1)
+		}
+	}()
+	t.Cleanup(func() {
+		tcp.Close()
+		udp.Close()
+		ux.Close()
+		abs.Close()
+	})
+	return l
+}
+
+// settle gives a datagram or connection in flight time to arrive.
+func (l *listeners) settle() int64 {
+	time.Sleep(100 * time.Millisecond)
+	return l.hits.Load()
+}
+
+func requireLandlock(t *testing.T) {
+	t.Helper()
+	if abi := confine.LandlockABI(); abi < confine.MinABI {
+		if os.Getenv("AGENTNODE_REQUIRE_LANDLOCK") == "1" {
+			t.Fatalf("Landlock ABI %d < %d", abi, confine.MinABI)
+		}
+		t.Skipf("kernel Landlock ABI %d < %d: confinement tests need it", abi, confine.MinABI)
+	}
+}
+
+// TestConfinedEscapesFail runs a host tool that tries to leave its
+// confinement every way the design names, against real targets.
+func TestConfinedEscapesFail(t *testing.T) {
+	requireLandlock(t)
+	pack := escapePack(t)
+	l := startListeners(t)
+
+	outside := t.TempDir()
+	fakeHome := filepath.Join(outside, "home")
+	if err := os.MkdirAll(filepath.Join(fakeHome, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	idRSA := filepath.Join(fakeHome, ".ssh", "id_rsa")
+	if err := os.WriteFile(idRSA, []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(outside, "victim.txt")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	realHome, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("agentnode-escape-%d-%d", os.Getpid(), time.Now().UnixNano())
+	written := []string{
+		filepath.Join(pack, "pwned"), filepath.Join(os.TempDir(), tag), filepath.Join(realHome, tag),
+		filepath.Join(fakeHome, "pwned"), filepath.Join(os.TempDir(), tag+"-dir"),
+	}
+	t.Cleanup(func() {
+		for _, p := range written {
+			_ = os.RemoveAll(p)
+		}
+	})
+	self := strconv.Itoa(os.Getpid())
+
+	want := []outcome{
+		// files: only the work dir is writable, only system files and the
+		// package are readable
+		{"write=" + written[0], "EACCES"},
+		{"write=" + written[1], "EACCES"},
+		{"write=" + written[2], "EACCES"},
+		{"write=" + written[3], "EACCES"},
+		{"mkdir=" + written[4], "EACCES"},
+		{"append=" + victim, "EACCES"},
+		{"remove=" + victim, "EACCES"},
+		{"read=" + idRSA, "EACCES"},
+		{"readdir=" + realHome, "EACCES"},
+		{"readdir=" + os.TempDir(), "EACCES"},
+		{"read=/etc/shadow", "EACCES"},
+		{"read=/proc/1/environ", "EACCES"},
+		{"read=/proc/" + self + "/environ", "EACCES"},
+		// network none: no socket at all
+		{"tcp_connect=" + l.tcpPort, "EPERM"},
+		{"mptcp_connect=" + l.tcpPort, "EPERM"},
+		{"udp_sendto=" + l.udpPort, "EPERM"},
+		{"tcp_listen", "EPERM"},
+		{"unix_connect=" + l.unixPath, "EPERM"},
+		{"unix_abstract=" + l.abstract, "EPERM"},
+		{"netlink", "EPERM"},
+		{"packet", "EPERM"},
+		{"unix_highbits", "EPERM"},
+		// processes, namespaces, kernel
+		{"ptrace=" + self, "EPERM"},
+		{"kill=" + self, "EPERM"},
+		{"unshare", "EPERM"},
+		{"unshare_ns", "EPERM"},
+		{"clone_newuser", "operation not permitted"},
+		{"clone_newnet", "operation not permitted"},
+		{"clone3", "function not implemented"},
+		{"setns", "EPERM"},
+		{"mount=$HOME", "EPERM"},
+		{"chroot=/", "EPERM"},
+		{"bpf", "EPERM"},
+		{"keyctl", "EPERM"},
+		{"perf", "EPERM"},
+		{"userfaultfd", "EPERM"},
+		{"io_uring", "EPERM"},
+		{"init_module", "EPERM"},
+		{"open_by_handle", "EPERM"},
+		{"tiocsti", "EPERM"},
+		{"settime", "EPERM"},
+		{"caps", "no capabilities"},
+		// what a tool may do
+		{"write=$HOME/ok", "allowed"},
+		{"read=$HOME/ok", "allowed"},
+		{"mkdir=$TMPDIR/sub", "allowed"},
+		{"remove=$HOME/ok", "allowed"},
+		{"read=$PACK_DIR/data.txt", "allowed"},
+		{"readdir=$PACK_DIR", "allowed"},
+		{"read=/etc/passwd", "allowed"},
+		{"read=/dev/urandom", "allowed"},
+		{"write=/dev/null", "allowed"},
+		{"readdir=/usr/bin", "allowed"},
+		{"socketpair", "allowed"},
+		{"fork", "allowed"},
+	}
+	got, res := probe(t, pack, &Confinement{Mode: confine.ModeRequired}, checksOf(want)...)
+	expect(t, got, want)
+	if res.Confinement != "" {
+		t.Errorf("Confinement = %q, want full confinement", res.Confinement)
+	}
+	if n := l.settle(); n != 0 {
+		t.Errorf("%d connections or datagrams reached the host's listeners", n)
+	}
+	for _, p := range written {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was created", p)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("victim file changed: %q", b)
+	}
+}
+
+// TestConfinedNetworkDeclared: a tool that declares network gets inet
+// sockets on the host, and nothing more.
+func TestConfinedNetworkDeclared(t *testing.T) {
+	requireLandlock(t)
+	pack := escapePack(t)
+	l := startListeners(t)
+	want := []outcome{
+		{"tcp_connect=" + l.tcpPort, "allowed"},
+		{"udp_sendto=" + l.udpPort, "allowed"},
+		{"mptcp_connect=" + l.tcpPort, "EPERM"},
+		{"mptcp_highbits", "EPERM"},
+		{"unix_connect=" + l.unixPath, "EPERM"},
+		{"unix_abstract=" + l.abstract, "EPERM"},
+		{"unix_highbits", "EPERM"},
+		{"netlink", "EPERM"},
+		{"packet", "EPERM"},
+		{"ptrace=" + strconv.Itoa(os.Getpid()), "EPERM"},
+		{"read=/etc/shadow", "EACCES"},
+	}
+	got, _ := probe(t, pack, &Confinement{Mode: confine.ModeRequired, Network: true}, checksOf(want)...)
+	expect(t, got, want)
+	if n := l.settle(); n != 2 {
+		t.Errorf("%d connections or datagrams reached the listeners, want 2 (TCP and UDP)", n)
+	}
+}
+
+// TestConfinedForeignABIKilled: a syscall through the i386 (int $0x80) or
+// x32 ABI kills the tool (SIGSYS) instead of reaching the kernel, where the
+// filter's syscall numbers would mean something else.
+func TestConfinedForeignABIKilled(t *testing.T) {
+	requireLandlock(t)
+	pack := escapePack(t)
+	for _, check := range []string{"i386", "x32"} {
+		req := &Request{PackageDir: pack, Entrypoint: "escape", Args: []string{check}, Env: AllowedEnv(os.Environ()),
+			Timeout: 20 * time.Second, Confine: &Confinement{Mode: confine.ModeRequired}}
+		res, err := Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 128+31 {
+			t.Errorf("%s: exit %d, stdout %q: want 159 (SIGSYS)", check, res.ExitCode, res.Stdout)
+		}
+	}
+}
+
+// TestConfinedLegitTool: an honest tool still works confined: it reads its
+// package, writes and reads its temp dir, runs system utilities.
+func TestConfinedLegitTool(t *testing.T) {
+	requireLandlock(t)
+	pack := newPack(t, `IFS= read -r line
+cat "$PACK_DIR/data.txt" > "$TMPDIR/copy"
+mkdir -p "$HOME/a/b" && mv "$TMPDIR/copy" "$HOME/a/b/moved"
+n=$(sort "$HOME/a/b/moved" | wc -l | tr -d ' ')
+date > /dev/null
+printf '{"ok":true,"result":{"lines":%s,"in":%s}}\n' "$n" "$line"
+`)
+	if err := os.WriteFile(filepath.Join(pack, "data.txt"), []byte("b\na\nc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := request(pack)
+	req.Stdin = []byte("{\"x\":1}\n")
+	req.Confine = &Confinement{Mode: confine.ModeRequired}
+	res, err := Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || string(res.Stdout) != "{\"ok\":true,\"result\":{\"lines\":3,\"in\":{\"x\":1}}}\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if len(res.Stderr) != 0 {
+		t.Errorf("stderr %q", res.Stderr)
+	}
+}
+
+// TestConfinedPython: an interpreter starts cleanly confined (its
+// configuration under /etc is readable, nothing is reported on stderr).
+func TestConfinedPython(t *testing.T) {
+	requireLandlock(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	pack := newPack(t, `exec /usr/bin/python3 -c 'import json, os, ssl, tempfile
+p = os.path.join(tempfile.gettempdir(), "x")
+open(p, "w").write("y")
+print(json.dumps({"ok": True, "result": open(p).read()}))'
+`)
+	req := request(pack)
+	req.Confine = &Confinement{Mode: confine.ModeRequired}
+	res, err := Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || string(res.Stdout) != "{\"ok\": true, \"result\": \"y\"}\n" || len(res.Stderr) != 0 {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// TestConfinedWorkDirNoExec: a binary dropped into the work dir does not
+// run (the sandbox's /tmp is noexec too).
+func TestConfinedWorkDirNoExec(t *testing.T) {
+	requireLandlock(t)
+	pack := newPack(t, `cp /bin/true "$TMPDIR/payload" && chmod 755 "$TMPDIR/payload" || exit 3
+"$TMPDIR/payload" && echo EXECUTED
+exit 0
+`)
+	req := request(pack)
+	req.Confine = &Confinement{Mode: confine.ModeRequired}
+	res, err := Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || strings.Contains(string(res.Stdout), "EXECUTED") ||
+		!strings.Contains(string(res.Stderr), "Permission denied") {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// TestConfinedTimeout: a confined tool that hangs is killed at the timeout
+// like any other.
+func TestConfinedTimeout(t *testing.T) {
+	requireLandlock(t)
+	pack := newPack(t, `echo $$ > "$HOME/pid"; exec sleep 300`)
+	req := request(pack)
+	req.Timeout = 300 * time.Millisecond
+	req.Confine = &Confinement{Mode: confine.ModeRequired}
+	start := time.Now()
+	res, err := Run(context.Background(), req)
+	if !errors.Is(err, reason.ErrTimeout) || res == nil || !res.TimedOut {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+// withABI makes Run see a kernel with the given Landlock ABI.
+func withABI(t *testing.T, abi int) {
+	t.Helper()
+	saved := landlockABI
+	landlockABI = func() int { return abi }
+	t.Cleanup(func() { landlockABI = saved })
+}
+
+// TestConfinementModes covers sandbox.host_confinement on kernels with
+// too little Landlock: required refuses before anything runs, best_effort
+// runs and says so truthfully.
+func TestConfinementModes(t *testing.T) {
+	requireLandlock(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	pack := newPack(t, `touch "$1"; echo '{"ok":true,"result":1}'`)
+	run := func(mode string) (*Result, error) {
+		req := request(pack, marker)
+		req.Confine = &Confinement{Mode: mode}
+		return Run(context.Background(), req)
+	}
+
+	for _, abi := range []int{0, 3, confine.MinABI - 1} {
+		withABI(t, abi)
+		res, err := run(confine.ModeRequired)
+		if res != nil || !errors.Is(err, reason.ErrSandboxUnavailable) || !errors.Is(err, confine.ErrUnavailable) {
+			t.Fatalf("ABI %d, required: %+v, %v", abi, res, err)
+		}
+		if !strings.Contains(err.Error(), "host_confinement") {
+			t.Errorf("ABI %d: the error does not name the setting: %v", abi, err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("ABI %d, required: the tool ran", abi)
+		}
+	}
+
+	// best_effort without Landlock: runs, seccomp only, and says so. The
+	// tool can write outside (no Landlock) - the note must not lie.
+	withABI(t, 0)
+	res, err := run(confine.ModeBestEffort)
+	if err != nil || res.ExitCode != 0 || res.Confinement != "unconfined: landlock unavailable" {
+		t.Fatalf("best_effort, no Landlock: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("best_effort without Landlock: the tool did not run as it says: %v", err)
+	}
+	_ = os.Remove(marker)
+	pack2 := escapePack(t)
+	got, res := probe(t, pack2, &Confinement{Mode: confine.ModeBestEffort}, "tcp_connect=1", "ptrace=1", "caps")
+	expect(t, got, []outcome{{"tcp_connect=1", "EPERM"}, {"ptrace=1", "EPERM"}, {"caps", "no capabilities"}})
+	if res.Confinement != "unconfined: landlock unavailable" {
+		t.Errorf("note %q", res.Confinement)
+	}
+
+	withABI(t, 3)
+	res, err = run(confine.ModeBestEffort)
+	if err != nil || res.ExitCode != 0 || res.Confinement != "partly confined: landlock ABI 3 < 6" {
+		t.Fatalf("best_effort, ABI 3: %+v, %v", res, err)
+	}
+
+	withABI(t, confine.LandlockABI())
+	for _, mode := range []string{confine.ModeRequired, confine.ModeBestEffort} {
+		res, err = run(mode)
+		// The marker is outside the work dir: a fully confined tool cannot
+		// create it, and still answers.
+		if err != nil || res.Confinement != "" || !strings.Contains(string(res.Stdout), `"ok":true`) {
+			t.Fatalf("%s on this kernel: %+v, %v", mode, res, err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: a confined tool wrote outside its work dir", mode)
+		}
+	}
+
+	for _, mode := range []string{"", "Required", "off"} {
+		if _, err := run(mode); !errors.Is(err, reason.ErrSandboxUnavailable) {
+			t.Errorf("mode %q: %v", mode, err)
+		}
+	}
+
+	req := request(pack, marker)
+	res, err = Run(context.Background(), req)
+	if err != nil || res.Confinement != "unconfined: not requested" {
+		t.Fatalf("unconfined request: %+v, %v", res, err)
+	}
+}
+
+// TestConfinementStaysWithTheTool: many confined runs, concurrent with
+// unconfined ones, leave the rest of the process as it was: no thread of
+// the test binary ends up filtered, and it can still write anywhere and
+// open sockets.
+func TestConfinementStaysWithTheTool(t *testing.T) {
+	requireLandlock(t)
+	pack := newPack(t, `echo '{"ok":true,"result":1}'`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(confined bool) {
+			defer wg.Done()
+			req := request(pack)
+			if confined {
+				req.Confine = &Confinement{Mode: confine.ModeRequired}
+			}
+			res, err := Run(context.Background(), req)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}(i%2 == 0)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		filtered := filteredThreads(t)
+		if len(filtered) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads still confined after the runs (pid %d): %v", os.Getpid(), filtered)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Spread checks over many threads.
+	var wg2 sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg2.Add(1)
+		go func() {
+			defer wg2.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			f, err := os.CreateTemp("", "agentnode-after-*")
+			if err != nil {
+				t.Errorf("write after confined runs: %v", err)
+				return
+			}
+			f.Close()
+			os.Remove(f.Name())
+			ln, err := net.Listen("unix", "@"+filepath.Base(f.Name()))
+			if err != nil {
+				t.Errorf("socket after confined runs: %v", err)
+				return
+			}
+			ln.Close()
+		}()
+	}
+	wg2.Wait()
+}
+
+// filteredThreads lists the threads of this process that have a seccomp
+// filter or no_new_privs.
+func filteredThreads(t *testing.T) []string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && ((f[0] == "Seccomp:" && f[1] != "0") || (f[0] == "NoNewPrivs:" && f[1] != "0")) {
+				out = append(out, task.Name()+" "+line)
+			}
+		}
+	}
+	return out
+}

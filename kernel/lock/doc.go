@@ -1,0 +1,24 @@
+// Package lock reads, verifies and writes agentnode.lock, the
+// AgentNode-compatible lockfile (specs/lockfile.md).
+//
+// A lockfile is parsed into an ordered tree of JSON values (Value) that keeps
+// every number exactly as written and every object's key order, so entries
+// agentnode does not touch are written back unchanged. Parse is strict:
+// duplicate keys at any level, invalid UTF-8, lone surrogate escapes, trailing
+// data and wrong types of the fields agentnode reads are errors, and no error
+// message ever repeats content of the file (only byte offsets, field names
+// agentnode defines and the position of an entry).
+//
+// Integrity follows AgentNode: each entry's _integrity is SHA-256 over the
+// canonical JSON (Canonical) of its canonical fields (V1, V2 or V3), and
+// structure_digest is SHA-256 over the sorted list of (slug, _integrity).
+// Neither is keyed: anyone who edits the file can recompute them. agentnode
+// adds a keyed seal, the top-level member _agentnode_seal: HMAC-SHA256 with a
+// 32-byte key kept in the OS keychain over the canonical JSON of the whole
+// document without the seal, so it also covers trust_level and every other
+// mutable field.
+//
+// Verify reports per-entry, structure and seal statuses; it never writes.
+// Update changes one entry (install, remove) atomically under an exclusive
+// lock, recomputing the digests and the seal.
+package lock

@@ -1,0 +1,102 @@
+package lock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/store"
+)
+
+// SourceLocal is the source of a package installed from the local disk.
+const SourceLocal = "local"
+
+// EntryInfo is what an entry records beyond the package itself.
+type EntryInfo struct {
+	// TrustLevel is the trust tier known at install; "" leaves trust_level
+	// out (nothing is claimed).
+	TrustLevel string
+	// CheckedAt is when TrustLevel was determined (last_trust_check).
+	CheckedAt time.Time
+	// Source is where the package came from (SourceLocal).
+	Source string
+}
+
+// EntryFor builds the lockfile entry of an installed package, without
+// _integrity (Updater.Put computes it). Canonical fields come from the
+// manifest as written: version, package_type, runtime, entrypoint (the
+// agent's, or the one every tool shares), artifact_hash, publisher_slug
+// (the manifest's publisher, so entries are canonical_version 3), tools
+// (capabilities.tools), permissions, agent, connector, env_requirements and,
+// for MCP servers, mcp_command, mcp_env_keys and mcp_allowed_domains.
+// Mutable fields: installed_at, source, install_path, and trust_level and
+// last_trust_check only if info names a tier (agentnode install does not:
+// specs/lockfile.md).
+func EntryFor(p *store.Package, info EntryInfo) (*Value, error) {
+	m := p.Manifest
+	raw, err := ParseValue(m.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("package %s: manifest as JSON: %w", p.ID, err)
+	}
+	e := Obj(
+		Member{"version", Str(p.Version)},
+		Member{"package_type", Str(m.PackageType)},
+		Member{"runtime", Str(m.Runtime)},
+	)
+	tools := raw.Get("capabilities").Get("tools")
+	if ep := entrypoint(raw, tools); ep != "" {
+		e.Set("entrypoint", Str(ep))
+	}
+	e.Set("artifact_hash", Str(p.ArtifactHash))
+	if m.Publisher != "" {
+		e.Set("publisher_slug", Str(m.Publisher))
+	}
+	setIf(e, "tools", tools)
+	setIf(e, "permissions", raw.Get("permissions"))
+	setIf(e, "agent", raw.Get("agent"))
+	setIf(e, "connector", raw.Get("connector"))
+	setIf(e, "env_requirements", raw.Get("env_requirements"))
+	mcp := raw.Get("mcp_server")
+	if mcp == nil {
+		mcp = raw.Get("mcp")
+	}
+	setIf(e, "mcp_command", mcp.Get("command"))
+	setIf(e, "mcp_env_keys", mcp.Get("env_keys"))
+	setIf(e, "mcp_allowed_domains", mcp.Get("allowed_domains"))
+
+	e.Set("installed_at", Str(p.InstalledAt.UTC().Format(time.RFC3339)))
+	if info.TrustLevel != "" {
+		e.Set("trust_level", Str(info.TrustLevel))
+		if !info.CheckedAt.IsZero() {
+			e.Set("last_trust_check", Str(info.CheckedAt.UTC().Format(time.RFC3339)))
+		}
+	}
+	if info.Source != "" {
+		e.Set("source", Str(info.Source))
+	}
+	e.Set("install_path", Str(p.Dir))
+	return e, nil
+}
+
+func setIf(e *Value, key string, v *Value) {
+	if v != nil && v.Kind != Null {
+		e.Set(key, v)
+	}
+}
+
+// entrypoint is agent.entrypoint, else the entrypoint every tool shares,
+// else "".
+func entrypoint(raw, tools *Value) string {
+	if ep := stringField(raw.Get("agent"), "entrypoint"); ep != "" {
+		return ep
+	}
+	if tools == nil || tools.Kind != Array || len(tools.Arr) == 0 {
+		return ""
+	}
+	ep := stringField(tools.Arr[0], "entrypoint")
+	for _, t := range tools.Arr[1:] {
+		if stringField(t, "entrypoint") != ep {
+			return ""
+		}
+	}
+	return ep
+}

@@ -1,0 +1,264 @@
+package lock
+
+// The seal key tests use a real OS keychain: run them with
+//
+//	AGENTNODE_REQUIRE_KEYRING=1 test/keyring.sh go test ./kernel/lock/
+//
+// Without one they skip, unless AGENTNODE_REQUIRE_KEYRING=1.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/specs"
+)
+
+const testManifest = `manifest_version: "0.2"
+package_id: demo-tools
+package_type: toolpack
+name: Demo
+publisher: acme
+version: 1.4.0
+summary: Demo tools.
+runtime: exec
+capabilities:
+  tools:
+    - name: echo
+      description: "Echo <b>\u00e9</b>"
+      entrypoint: bin/echo
+      action_type: read
+      input_schema: {type: object, properties: {ratio: {type: number, maximum: 1.5}}}
+    - name: env
+      description: Env.
+      entrypoint: bin/echo
+      input_schema: {type: object}
+permissions:
+  network: {level: none}
+  filesystem: {level: temp}
+  code_execution: {level: none}
+`
+
+func installDemo(t *testing.T) *store.Package {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "agentnode.yaml"), []byte(testManifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(src, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "bin", "echo"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := store.Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEntryFor(t *testing.T) {
+	p := installDemo(t)
+	e, err := EntryFor(p, EntryInfo{TrustLevel: "unknown", Source: SourceLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"version": "1.4.0", "package_type": "toolpack", "runtime": "exec", "entrypoint": "bin/echo",
+		"artifact_hash": p.ArtifactHash, "publisher_slug": "acme", "trust_level": "unknown", "source": "local",
+		"install_path": p.Dir,
+	}
+	for k, v := range want {
+		if got := stringField(e, k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if e.Get("installed_at") == nil || e.Get(FieldIntegrity) != nil || e.Get("last_trust_check") != nil {
+		t.Errorf("entry %s", Indented(e))
+	}
+	tools := e.Get("tools")
+	if tools == nil || len(tools.Arr) != 2 || stringField(tools.Arr[0], "name") != "echo" {
+		t.Fatalf("tools %s", Indented(tools))
+	}
+	if max := tools.Arr[0].Get("input_schema").Get("properties").Get("ratio").Get("maximum"); max == nil || max.Str != "1.5" {
+		t.Fatalf("input_schema numbers not kept: %s", Indented(tools.Arr[0]))
+	}
+	if e.Get("permissions").Get("filesystem").Get("level").Str != "temp" {
+		t.Fatal("permissions not copied")
+	}
+	if SelectCanonicalVersion(e) != 3 {
+		t.Fatal("install entries are canonical_version 3")
+	}
+	// Into a lockfile, and the result is valid by the JSON Schema.
+	path := filepath.Join(t.TempDir(), "agentnode.lock")
+	if err := (&Updater{Path: path}).Put(p.ID, e); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	validateSchema(t, data, true)
+	d, _ := Parse(data)
+	r := d.Verify(nil)
+	if entryStatus(r, p.ID) != Verified || r.Structure.Status != Verified {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func validateSchema(t *testing.T, data []byte, valid bool) {
+	t.Helper()
+	raw, err := fs.ReadFile(specs.Schemas, "schema/agentnode-lock.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem:///lock.json", sdoc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("mem:///lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sch.Validate(inst)
+	if valid && err != nil {
+		t.Fatalf("schema: %v\n%s", err, data)
+	}
+	if !valid && err == nil {
+		t.Fatalf("schema accepted\n%s", data)
+	}
+}
+
+func TestSchema(t *testing.T) {
+	_, data := vectorDoc(t)
+	validateSchema(t, data, true)
+	for _, bad := range []string{
+		`{"packages":{}}`,
+		`{"lockfile_version":"0.1","packages":{"a":{"version":1}}}`,
+		`{"lockfile_version":"0.1","packages":{"a":{"_integrity":{"algorithm":"sha256","canonical_version":4,"hash":"` + strings.Repeat("0", 64) + `"}}}}`,
+		`{"lockfile_version":"0.1","packages":{},"_agentnode_seal":{"algorithm":"hmac-sha256","key_id":"x","hash":"y"}}`,
+	} {
+		validateSchema(t, []byte(bad), false)
+	}
+}
+
+func requireKeyring(t *testing.T) {
+	t.Helper()
+	if err := keychain.Available(); err != nil {
+		if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
+			t.Fatalf("AGENTNODE_REQUIRE_KEYRING=1 but: %v", err)
+		}
+		t.Skipf("no OS keychain (run under test/keyring.sh): %v", err)
+	}
+}
+
+func TestSealKeyInKeychain(t *testing.T) {
+	requireKeyring(t)
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	saved := keychainService
+	keychainService = "agentnode-lock-seal-test-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		_ = keychain.Delete(keychainService, KeychainUser)
+		keychainService = saved
+	})
+	if _, err := LoadKey(); !errors.Is(err, keychain.ErrNotFound) {
+		t.Fatalf("no key yet: %v", err)
+	}
+	k1, err := LoadOrCreateKey()
+	if err != nil || len(k1) != KeySize {
+		t.Fatalf("create: %v (%d bytes)", err, len(k1))
+	}
+	k2, err := LoadKey()
+	if err != nil || !bytes.Equal(k1, k2) {
+		t.Fatalf("load: %v", err)
+	}
+	k3, err := LoadOrCreateKey()
+	if err != nil || !bytes.Equal(k1, k3) {
+		t.Fatalf("second LoadOrCreateKey made a new key: %v", err)
+	}
+	// A corrupted secret is refused without repeating it.
+	if err := keychain.Set(keychainService, KeychainUser, marker); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(); err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("corrupt key: %v", err)
+	}
+	if _, err := LoadOrCreateKey(); err == nil {
+		t.Fatal("a corrupt key was replaced")
+	}
+}
+
+// bigLockfile is a sealed lockfile of n install-like entries.
+func bigLockfile(b testing.TB, n int) []byte {
+	b.Helper()
+	d := New()
+	for i := range n {
+		e := mustValue(b, fmt.Sprintf(`{"version":"1.%d.0","package_type":"toolpack","runtime":"exec","entrypoint":"bin/tool",
+"artifact_hash":"sha256:%064x","publisher_slug":"publisher-%d",
+"tools":[{"name":"search","description":"Search things","entrypoint":"bin/tool","action_type":"read","input_schema":{"type":"object","properties":{"q":{"type":"string","maxLength":200},"limit":{"type":"integer","maximum":100}},"required":["q"]}},
+{"name":"fetch","description":"Fetch a thing","entrypoint":"bin/tool","input_schema":{"type":"object"}}],
+"permissions":{"network":{"level":"restricted","allowed_domains":["api.example.com"]},"filesystem":{"level":"none"},"code_execution":{"level":"none"}},
+"installed_at":"2026-01-02T03:04:05Z","trust_level":"verified","source":"local","install_path":"/home/u/.agentnode/packages/pkg-%d/content"}`, i, i, i, i))
+		e.Set(FieldIntegrity, Integrity(e))
+		d.Packages().Set(fmt.Sprintf("pkg-%05d", i), e)
+	}
+	d.Root.Set(FieldStructureDigest, StructureDigest(d))
+	d.Seal(vectorKey())
+	return d.Marshal()
+}
+
+// BenchmarkVerify1000 is `lock verify` of a 1,000-entry lockfile minus the
+// keychain read: parse (strict, duplicate keys), every _integrity, the
+// structure digest and the seal.
+func BenchmarkVerify1000(b *testing.B) {
+	data := bigLockfile(b, 1000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := Parse(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := d.Verify(keyOf(vectorKey()))
+		if r.Seal.Status != Verified || r.Structure.Status != Verified {
+			b.Fatal(r.Seal, r.Structure)
+		}
+	}
+}
+
+// BenchmarkRawBaseline1000 is the raw thing Verify wraps: encoding/json
+// into interface values plus one SHA-256 over the file.
+func BenchmarkRawBaseline1000(b *testing.B) {
+	data := bigLockfile(b, 1000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			b.Fatal(err)
+		}
+		_ = sha256.Sum256(data)
+	}
+}

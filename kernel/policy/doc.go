@@ -1,0 +1,49 @@
+// Package policy is Guard's decision engine. It makes no I/O: rate limits,
+// inspector plugins and the prompt itself are separate pipeline stages in
+// kernel/dispatch, which feeds Decide and acts on its verdict.
+//
+// Classify turns a tool into action types (AGENTNODE-FACTS.md, Guard): the
+// tool's declared action_type, else a name-prefix heuristic; a declared
+// network adds network_egress, declared code execution adds execute, a
+// declared connector adds credential_use.
+//
+// Decide applies, in this order, and the first step that decides wins:
+//
+//  1. Internal errors deny: no action type, an action type the engine does
+//     not know, an unknown permission level. Nothing lifts them.
+//  2. Critical risk (score ≥ 71, see Risk) always denies; no override,
+//     pre-approval or global setting lifts it.
+//  3. Permission ceilings: a declared network, filesystem or code execution
+//     level above the ceiling in Input.Ceiling denies. Nothing lifts it. The
+//     config has no ceiling keys yet, so dispatch passes an empty ceiling
+//     (no check); callers such as an agent runtime that confines the tools it
+//     calls set one.
+//  4. The per-tool override (guard.tool_overrides, "PKG/TOOL"), ignored in
+//     strict mode. An override is final: it is the user's decision for that
+//     one tool, so environment escalation does not change it.
+//  5. Agent pre-approved actions (Input.PreApproved, from the calling agent's
+//     manifest): each pre-approved action type that the global policy would
+//     prompt for is allowed instead. A pre-approval never lifts a deny, and
+//     strict mode ignores pre-approvals as it ignores overrides — they come
+//     from a third party's manifest, never from the user.
+//  6. The global policy: guard.<action> from the config over the default
+//     table, or the strict table (guard.strict / AGENTNODE_GUARD_STRICT=1,
+//     where the config's per-action settings are ignored too); the strictest
+//     verdict over all action types of the call wins.
+//
+// Environment escalation (ours; AgentNode has only the +15 risk for secrets
+// with network egress): after steps 5 and 6, an allow becomes prompt when
+// the call has a high-risk action type (delete, write_external, execute,
+// credential_use) and the risk band is high, or agentnode runs as root, or
+// secrets are present in the environment while the tool has network egress.
+// Escalation only ever turns allow into prompt; non-interactive runs (CI,
+// AGENTNODE_NON_INTERACTIVE, no TTY) then deny with policy_prompt.
+//
+// Adding action types to a call never weakens a deny: the risk score only
+// grows, the global verdict is the strictest over the actions, and a
+// pre-approval never lifts a deny (FuzzDecide checks this).
+//
+// Decide does not allocate: actions are a bitset, the override key is built
+// in a stack buffer, and the human-readable reason is built only when
+// Decision.Reason is called.
+package policy

@@ -1,0 +1,469 @@
+package store
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/agentnode/agentnode/kernel/manifest"
+)
+
+// Size caps of a package (specs/store.md, "Limits"). They apply to archives
+// and, except MaxArchiveBytes and MaxStreamBytes, to directories too.
+const (
+	// MaxArchiveBytes caps the archive file itself (compressed).
+	MaxArchiveBytes = 64 << 20
+	// MaxUnpackedBytes caps the sum of the sizes of a package's regular
+	// files, counted as they are written (not as headers claim).
+	MaxUnpackedBytes = 64 << 20
+	// MaxFileBytes caps one regular file.
+	MaxFileBytes = 32 << 20
+	// MaxEntries caps the number of entries (files, directories, symlinks;
+	// for an archive also the headers agentnode skips).
+	MaxEntries = 10_000
+	// MaxStreamBytes caps the decompressed tar stream: the file contents
+	// plus per-entry headers and padding. It stops gzip bombs whatever the
+	// headers say, including zero padding after the end of the archive.
+	MaxStreamBytes = MaxUnpackedBytes + MaxEntries*4096
+)
+
+// Limits are the caps an install enforces. Store uses DefaultLimits.
+type Limits struct {
+	ArchiveBytes  int64
+	StreamBytes   int64
+	UnpackedBytes int64
+	FileBytes     int64
+	Entries       int
+}
+
+// DefaultLimits are the documented caps.
+var DefaultLimits = Limits{
+	ArchiveBytes:  MaxArchiveBytes,
+	StreamBytes:   MaxStreamBytes,
+	UnpackedBytes: MaxUnpackedBytes,
+	FileBytes:     MaxFileBytes,
+	Entries:       MaxEntries,
+}
+
+// Errors of archive installs. An *ArchiveError wraps ErrBadArchive and one
+// of the more specific errors below; errors.Is works with both.
+var (
+	// ErrBadArchive is wrapped by every refusal of an archive's content.
+	ErrBadArchive = errors.New("refused archive")
+	// ErrUnsafePath: an entry name that is absolute, has a .. element,
+	// is empty, uses \ or goes through a symlink of the archive.
+	ErrUnsafePath = errors.New("unsafe entry name")
+	// ErrLinkEscape: a symlink whose target is absolute or leads out of
+	// the package.
+	ErrLinkEscape = errors.New("symlink leads out of the package")
+	// ErrSpecialFile: a device, fifo or other entry that is not a
+	// directory, regular file or symlink.
+	ErrSpecialFile = errors.New("entry type not allowed")
+	// ErrHardLink: hard links are refused (store the file itself).
+	ErrHardLink = errors.New("hard link not allowed")
+	// ErrDuplicate: the same name twice.
+	ErrDuplicate = errors.New("duplicate entry")
+	// ErrTooLarge: a size or count cap (Limits) was exceeded. Also for
+	// directories.
+	ErrTooLarge = errors.New("package too large")
+	// ErrCorrupt: not gzip, not tar, truncated, or a checksum mismatch.
+	ErrCorrupt = errors.New("corrupt archive")
+	// ErrTrailingData: bytes after the end of the tar archive or of the
+	// gzip stream (a second gzip member, or garbage).
+	ErrTrailingData = errors.New("trailing data")
+
+	// ErrBadPin: the --sha256 value is not 64 hex digits.
+	ErrBadPin = errors.New("invalid sha256 pin")
+	// ErrPinMismatch: the archive (or the directory's content hash) does
+	// not have the pinned SHA-256. Checked before anything is unpacked.
+	ErrPinMismatch = errors.New("sha256 pin mismatch")
+)
+
+// ArchiveError is a refused archive. Its text names the archive and, when
+// the problem is one entry, the entry:
+//
+//	archive pkg.tar.gz: entry "../evil": unsafe entry name: has a .. element
+type ArchiveError struct {
+	Archive string // the archive's path as given
+	Entry   string // the entry's name as stored in the archive; "" if none
+	Err     error  // wraps one of the specific errors (ErrUnsafePath, …)
+}
+
+func (e *ArchiveError) Error() string {
+	if e.Entry == "" {
+		return fmt.Sprintf("archive %s: %v", e.Archive, e.Err)
+	}
+	return fmt.Sprintf("archive %s: entry %q: %v", e.Archive, e.Entry, e.Err)
+}
+
+// Unwrap returns ErrBadArchive and the specific error.
+func (e *ArchiveError) Unwrap() []error { return []error{ErrBadArchive, e.Err} }
+
+// ParsePin parses a --sha256 value: 64 hex digits, optionally prefixed
+// "sha256:", any case. It returns the lower-case hex.
+func ParsePin(s string) (string, error) {
+	h := strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(s, "sha256:"), "SHA256:"))
+	if len(h) != 64 {
+		return "", fmt.Errorf("%w %q: want 64 hex digits (the output of sha256sum)", ErrBadPin, s)
+	}
+	if _, err := hex.DecodeString(h); err != nil {
+		return "", fmt.Errorf("%w %q: want 64 hex digits (the output of sha256sum)", ErrBadPin, s)
+	}
+	return h, nil
+}
+
+// isGzip reports whether data starts with the gzip magic number.
+func isGzip(data []byte) bool {
+	return len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b
+}
+
+// readArchive reads the whole archive file into memory (it is capped), so
+// the bytes that are hashed against a pin are exactly the bytes unpacked:
+// the file cannot change in between.
+func readArchive(name string, max int64) ([]byte, error) {
+	// O_NONBLOCK: a fifo given as the archive must not block the open.
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is neither a directory nor a regular file", ErrBadArchive, name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if int64(len(data)) > max {
+		return nil, &ArchiveError{Archive: name, Err: fmt.Errorf("%w: the archive is larger than %d bytes", ErrTooLarge, max)}
+	}
+	return data, nil
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// unpackedDir is where an archive is unpacked inside the staging
+// directory before its package root is moved to content/.
+const unpackedDir = "unpacked"
+
+// unpackPackage unpacks the .tar.gz in data (named archive in errors) into
+// staging/unpacked and moves the package root to staging/content: the
+// archive's top level if it holds agentnode.yaml, else its only
+// directory if that holds it (`tar czf pkg.tgz pkg/`).
+func unpackPackage(data []byte, archive, staging string, lim Limits) error {
+	dst := filepath.Join(staging, unpackedDir)
+	if err := unpack(data, archive, dst, lim); err != nil {
+		return err
+	}
+	content := filepath.Join(staging, contentDir)
+	root, err := packageRoot(dst)
+	if err != nil {
+		return &ArchiveError{Archive: archive, Err: err}
+	}
+	if err := os.Rename(root, content); err != nil {
+		return err
+	}
+	if root != dst {
+		return os.Remove(dst)
+	}
+	return nil
+}
+
+// packageRoot returns dir if it holds agentnode.yaml, else its single
+// subdirectory if that does.
+func packageRoot(dir string) (string, error) {
+	const want = manifest.FileName
+	if _, err := os.Lstat(filepath.Join(dir, want)); err == nil {
+		return dir, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	if len(ents) == 1 && ents[0].IsDir() {
+		sub := filepath.Join(dir, ents[0].Name())
+		if _, err := os.Lstat(filepath.Join(sub, want)); err == nil {
+			return sub, nil
+		}
+	}
+	return "", fmt.Errorf("no %s at the top of the archive or in its only directory", want)
+}
+
+// capReader fails once more than max bytes were read through it.
+type capReader struct {
+	r    io.Reader
+	n    int64
+	max  int64
+	over error
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n > c.max {
+		return 0, c.over
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.max {
+		return n, c.over
+	}
+	return n, err
+}
+
+// unpack writes the entries of the .tar.gz in data below dst (created,
+// must not exist). Every write goes through an os.Root opened on dst, and
+// every entry is checked first; the first problem stops it with an
+// *ArchiveError. The caller removes dst on error.
+func unpack(data []byte, archive, dst string, lim Limits) error {
+	bad := func(entry string, kind error, format string, args ...any) error {
+		return &ArchiveError{Archive: archive, Entry: entry, Err: fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))}
+	}
+	if !isGzip(data) {
+		return bad("", ErrCorrupt, "not a gzip stream")
+	}
+	br := bytes.NewReader(data)
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return bad("", ErrCorrupt, "gzip: %v", err)
+	}
+	// One member only: a second one, or anything else after the first, is
+	// trailing data (checked below).
+	zr.Multistream(false)
+	tooBig := &ArchiveError{Archive: archive, Err: fmt.Errorf("%w: decompresses to more than %d bytes", ErrTooLarge, lim.StreamBytes)}
+	cr := &capReader{r: zr, max: lim.StreamBytes, over: tooBig}
+	tr := tar.NewReader(cr)
+
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+
+	var (
+		entries  int
+		total    int64
+		seen     = map[string]bool{}
+		symlinks = map[string]bool{}
+	)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, tooBig) {
+				return tooBig
+			}
+			return bad("", ErrCorrupt, "tar: %v", err)
+		}
+		entries++
+		if entries > lim.Entries {
+			return bad(hdr.Name, ErrTooLarge, "more than %d entries", lim.Entries)
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue // pax global metadata, nothing to create
+		}
+		rel, msg := entryPath(hdr.Name)
+		if msg != "" {
+			return bad(hdr.Name, ErrUnsafePath, "%s", msg)
+		}
+		if rel == "." {
+			if hdr.Typeflag != tar.TypeDir {
+				return bad(hdr.Name, ErrUnsafePath, "the archive's top level must be a directory")
+			}
+			continue
+		}
+		if seen[rel] {
+			return bad(hdr.Name, ErrDuplicate, "%s appears twice in the archive", rel)
+		}
+		seen[rel] = true
+		for p := path.Dir(rel); p != "."; p = path.Dir(p) {
+			if symlinks[p] {
+				return bad(hdr.Name, ErrUnsafePath, "goes through the symlink %s of the archive", p)
+			}
+		}
+		name := filepath.FromSlash(rel)
+		mkParent := func() error {
+			if d := path.Dir(rel); d != "." {
+				if err := root.MkdirAll(filepath.FromSlash(d), 0o700); err != nil {
+					return bad(hdr.Name, ErrUnsafePath, "create its directory: %v", err)
+				}
+			}
+			return nil
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o700); err != nil {
+				return bad(hdr.Name, ErrUnsafePath, "create directory: %v", err)
+			}
+		case tar.TypeReg:
+			if hdr.Size > lim.FileBytes {
+				return bad(hdr.Name, ErrTooLarge, "%d bytes; a file may have at most %d", hdr.Size, lim.FileBytes)
+			}
+			if total+hdr.Size > lim.UnpackedBytes {
+				return bad(hdr.Name, ErrTooLarge, "the package's files exceed %d bytes in all", lim.UnpackedBytes)
+			}
+			if err := mkParent(); err != nil {
+				return err
+			}
+			// Only the executable bit is kept; setuid, setgid, sticky and
+			// the other permission bits are dropped.
+			perm := fs.FileMode(0o600)
+			if hdr.Mode&0o111 != 0 {
+				perm = 0o700
+			}
+			n, err := writeEntry(root, name, perm, tr, lim.FileBytes)
+			total += n
+			switch {
+			case errors.Is(err, tooBig):
+				return tooBig
+			case errors.Is(err, ErrTooLarge):
+				return bad(hdr.Name, ErrTooLarge, "more than %d bytes", lim.FileBytes)
+			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
+				return bad(hdr.Name, ErrCorrupt, "truncated or damaged: %v", err)
+			case err != nil:
+				return bad(hdr.Name, ErrCorrupt, "write: %v", err)
+			}
+			if total > lim.UnpackedBytes {
+				return bad(hdr.Name, ErrTooLarge, "the package's files exceed %d bytes in all", lim.UnpackedBytes)
+			}
+		case tar.TypeSymlink:
+			if msg := linkTarget(rel, hdr.Linkname); msg != "" {
+				return bad(hdr.Name, ErrLinkEscape, "-> %q: %s", hdr.Linkname, msg)
+			}
+			if err := mkParent(); err != nil {
+				return err
+			}
+			if err := root.Symlink(hdr.Linkname, name); err != nil {
+				return bad(hdr.Name, ErrUnsafePath, "create symlink: %v", err)
+			}
+			symlinks[rel] = true
+		case tar.TypeLink:
+			return bad(hdr.Name, ErrHardLink, "hard link to %q; store the file itself", hdr.Linkname)
+		case tar.TypeChar, tar.TypeBlock:
+			return bad(hdr.Name, ErrSpecialFile, "a device file is not allowed in a package")
+		case tar.TypeFifo:
+			return bad(hdr.Name, ErrSpecialFile, "a named pipe is not allowed in a package")
+		default:
+			return bad(hdr.Name, ErrSpecialFile, "tar entry type %q is not allowed (only directories, regular files and symlinks)", hdr.Typeflag)
+		}
+	}
+	// After the end-of-archive blocks only zero padding may follow; reading
+	// to the end also makes gzip verify its CRC and length.
+	if err := drainZeros(cr); err != nil {
+		switch {
+		case errors.Is(err, tooBig):
+			return tooBig
+		case errors.Is(err, ErrTrailingData):
+			return bad("", ErrTrailingData, "data after the end of the tar archive")
+		}
+		return bad("", ErrCorrupt, "gzip: %v", err)
+	}
+	if br.Len() > 0 {
+		return bad("", ErrTrailingData, "%d bytes after the gzip stream (a second gzip member or garbage)", br.Len())
+	}
+	return nil
+}
+
+// writeEntry creates name (O_EXCL) in root and copies r into it, at most
+// max bytes, then fsyncs it. It returns the bytes written.
+func writeEntry(root *os.Root, name string, perm fs.FileMode, r io.Reader, max int64) (int64, error) {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, io.LimitReader(r, max+1))
+	if err == nil && n > max {
+		err = ErrTooLarge
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// drainZeros reads r to its end; any non-zero byte is ErrTrailingData.
+func drainZeros(r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		for _, b := range buf[:n] {
+			if b != 0 {
+				return ErrTrailingData
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// entryPath checks a tar entry name and returns it cleaned and relative
+// ("." for the top level), or a message saying what is wrong with it.
+func entryPath(name string) (string, string) {
+	switch {
+	case name == "":
+		return "", "empty name"
+	case strings.ContainsRune(name, 0):
+		return "", "name contains a NUL byte"
+	case strings.Contains(name, `\`):
+		return "", `name contains \; archives use / as the separator`
+	case strings.HasPrefix(name, "/"):
+		return "", "absolute name"
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." {
+			return "", "name has a .. element"
+		}
+	}
+	rel := path.Clean(name)
+	if rel != "." && !filepath.IsLocal(filepath.FromSlash(rel)) {
+		return "", "name leads out of the package"
+	}
+	return rel, ""
+}
+
+// linkTarget checks the target of the symlink at rel: relative, and
+// lexically inside the package. (ContentHash later checks again, following
+// the whole chain physically.)
+func linkTarget(rel, target string) string {
+	switch {
+	case target == "":
+		return "empty target"
+	case strings.ContainsRune(target, 0):
+		return "target contains a NUL byte"
+	case strings.HasPrefix(target, "/"), filepath.IsAbs(target):
+		return "absolute target"
+	}
+	resolved := path.Join(path.Dir(rel), target)
+	if resolved != "." && !filepath.IsLocal(filepath.FromSlash(resolved)) {
+		return "target leads out of the package"
+	}
+	return ""
+}
