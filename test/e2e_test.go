@@ -74,6 +74,14 @@ func build(bin, extra string) error {
 			return err
 		}
 	}
+	// Test agents: static (they run in the busybox-static sandbox image),
+	// extra/agent-<name>.
+	agents, _ := filepath.Glob(filepath.Join(root, "test", "agents", "*", "main.go"))
+	for _, m := range agents {
+		if err := buildStatic(filepath.Join(extra, "agent-"+filepath.Base(filepath.Dir(m))), filepath.Dir(m)); err != nil {
+			return err
+		}
+	}
 	// Example third-party Guard inspectors: extra/agentnode-guard-<name>.
 	examples, _ := filepath.Glob(filepath.Join(root, "sdk", "guard", "example", "*", "main.go"))
 	for _, m := range examples {
@@ -134,6 +142,8 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"mountro": cmdMountRO,
 			"status":  cmdStatus,
+			// llmserver: llmserver_test.go.
+			"llmserver": cmdLLMServer,
 		},
 		RequireExplicitExec: false,
 	})

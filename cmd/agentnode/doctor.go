@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/confine"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -28,12 +30,31 @@ type check struct {
 }
 
 type doctorReport struct {
-	Home         string  `json:"home"`
-	SandboxReady bool    `json:"sandbox_ready"`
-	HostReady    bool    `json:"host_ready"`
-	Checks       []check `json:"checks"`
-	PluginAPIs   []int   `json:"plugin_api_versions"`
-	Version      string  `json:"version"`
+	Home            string                 `json:"home"`
+	SandboxReady    bool                   `json:"sandbox_ready"`
+	HostReady       bool                   `json:"host_ready"`
+	HostConfinement *hostConfinementReport `json:"host_confinement"`
+	Checks          []check                `json:"checks"`
+	PluginAPIs      []int                  `json:"plugin_api_versions"`
+	Version         string                 `json:"version"`
+}
+
+// hostConfinementReport is what this kernel and build can do to confine
+// trusted/curated tools on the host (kernel/confine), and whether they can
+// run there under sandbox.host_confinement.
+type hostConfinementReport struct {
+	// Mode is sandbox.host_confinement ("" when the config did not load).
+	Mode           string `json:"mode"`
+	LandlockABI    int    `json:"landlock_abi"`
+	LandlockMinABI int    `json:"landlock_min_abi"`
+	Seccomp        bool   `json:"seccomp"`
+	SeccompError   string `json:"seccomp_error,omitempty"`
+	// Possible: a trusted/curated tool placed on the host runs (else it is
+	// refused with sandbox_unavailable).
+	Possible bool `json:"host_runs_possible"`
+	// Note is how it would run when not fully confined
+	// ("unconfined: landlock unavailable"), as the audit record says.
+	Note string `json:"note,omitempty"`
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -42,7 +63,8 @@ func newDoctorCmd() *cobra.Command {
 		Use:   "doctor",
 		Short: "Check config, audit log, keychain, plugin pins, sandbox backend and image pin",
 		Long: "doctor checks everything a run depends on. It exits 0 only if sandboxed execution is\n" +
-			"possible (CONTRACT.md); host-only readiness is reported as host_ready.",
+			"possible (CONTRACT.md); host-only readiness is reported as host_ready, which also needs the\n" +
+			"host confinement sandbox.host_confinement asks for (Landlock ABI, seccomp: host_confinement).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep := runDoctor()
@@ -132,7 +154,16 @@ func runDoctor() *doctorReport {
 			}
 		}
 	}
-	rep.HostReady = configOK && auditOK && pluginsOK
+	baseOK := configOK && auditOK && pluginsOK
+
+	mode := ""
+	if cfg != nil {
+		mode = cfg.Sandbox.HostConfinement
+	}
+	hc, err := hostConfinementStatus(mode, hostexec.ConfinementReadiness())
+	rep.HostConfinement = hc
+	confineOK := add("host confinement", err, hostConfinementDetail(hc))
+	rep.HostReady = baseOK && confineOK
 
 	sandboxOK := false
 	if cfg != nil {
@@ -140,8 +171,38 @@ func runDoctor() *doctorReport {
 		imgOK := add("sandbox image", err, cfg.Sandbox.Image+" resolves (digest and rootfs verified)")
 		sandboxOK = add("sandbox backend", checkBackend(dir, cfg.Sandbox.Backend, img), cfg.Sandbox.Backend+" available") && imgOK
 	}
-	rep.SandboxReady = rep.HostReady && sandboxOK
+	rep.SandboxReady = baseOK && sandboxOK
 	return rep
+}
+
+// hostConfinementStatus reports what r (hostexec.ConfinementReadiness)
+// allows under mode, with the error a host run would be refused with. An
+// empty mode (no config) reports the kernel only, as not possible.
+func hostConfinementStatus(mode string, r confine.Readiness) (*hostConfinementReport, error) {
+	hc := &hostConfinementReport{Mode: mode, LandlockABI: r.LandlockABI, LandlockMinABI: confine.MinABI,
+		Seccomp: r.Seccomp == nil}
+	if r.Seccomp != nil {
+		hc.SeccompError = r.Seccomp.Error()
+	}
+	if mode == "" {
+		return hc, reason.New(reason.ConfigInvalid, "sandbox.host_confinement unknown: the config did not load")
+	}
+	a, err := hostexec.AssessConfinement(r, mode)
+	if err != nil {
+		return hc, err
+	}
+	hc.Possible, hc.Note = true, a.Note
+	return hc, nil
+}
+
+// hostConfinementDetail is the doctor's line for a possible host run.
+func hostConfinementDetail(hc *hostConfinementReport) string {
+	d := fmt.Sprintf("landlock ABI %d (full confinement needs %d), seccomp ok; %s: ", hc.LandlockABI,
+		hc.LandlockMinABI, hc.Mode)
+	if hc.Note != "" {
+		return d + "trusted/curated tools run on the host (" + hc.Note + ")"
+	}
+	return d + "trusted/curated tools run on the host fully confined"
 }
 
 // checkAuditDir checks the audit directory exists and accepts a new file,

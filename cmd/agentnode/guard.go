@@ -26,7 +26,8 @@ func newGuardCmd() *cobra.Command {
 
   guard policy              the effective policy: verdict per action type,
                             strict mode, risk bands, tool overrides, rate
-                            limits, the inspector chain
+                            limits, the inspector chain, the permission
+                            ceiling
   guard check PKG/TOOL      decide a call like run --dry-run: runs nothing,
                             audits nothing, consumes no rate limit
   guard set ACTION VALUE    set guard.ACTION (allow|prompt|deny), like
@@ -109,6 +110,17 @@ func printGuardPolicy(cmd *cobra.Command, p *dispatch.GuardPolicy) {
 		chain = "(none: argument inspection is off)"
 	}
 	fmt.Fprintf(w, "inspectors:  %s\n", chain)
+	fmt.Fprintln(w, "max permissions (guard.max_permissions; a package declaring more is denied):")
+	for _, l := range []struct{ kind, level string }{
+		{"network", p.MaxPermissions.Network},
+		{"filesystem", p.MaxPermissions.Filesystem},
+		{"code_execution", p.MaxPermissions.CodeExecution},
+	} {
+		if l.level == "" {
+			l.level = "(no limit)"
+		}
+		fmt.Fprintf(w, "  %-15s %s\n", l.kind, l.level)
+	}
 }
 
 // checkTarget is PKG/TOOL: a package id and a tool name (the shape of a

@@ -17,6 +17,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -110,8 +111,13 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 
 // isInteractive implements CONTRACT.md: non-interactive when CI is set
 // non-empty/non-false, AGENTNODE_NON_INTERACTIVE=1|true, or stdin is not a TTY.
+// The other CI markers Guard knows (GITHUB_ACTIONS, GITLAB_CI, …) count too:
+// a CI job with a terminal attached must not wait for an answer either.
 func isInteractive() bool {
 	if ci := strings.ToLower(os.Getenv("CI")); ci != "" && ci != "false" && ci != "0" {
+		return false
+	}
+	if policy.EnvFrom(os.Environ()).CI {
 		return false
 	}
 	switch strings.ToLower(os.Getenv("AGENTNODE_NON_INTERACTIVE")) {
@@ -163,7 +169,12 @@ func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr err
 			fmt.Fprintf(out, "backend:   %s\n", res.Backend)
 		}
 		if len(res.Actions) > 0 {
-			fmt.Fprintf(out, "actions:   %s (risk %d, %s)\n", strings.Join(res.Actions, ", "), res.Risk, res.RiskBand)
+			if res.RiskBand != "" {
+				fmt.Fprintf(out, "actions:   %s (risk %d, %s)\n", strings.Join(res.Actions, ", "), res.Risk, res.RiskBand)
+			} else {
+				// Refused before the policy stage scored it.
+				fmt.Fprintf(out, "actions:   %s\n", strings.Join(res.Actions, ", "))
+			}
 		}
 		if res.Code != "" {
 			fmt.Fprintf(out, "code:      %s\nreason:    %s\n", res.Code, res.Reason)

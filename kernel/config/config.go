@@ -8,7 +8,9 @@
 // bad values, or is writable by group or others is reason.ErrConfigInvalid,
 // with a message naming the file and the offending key. Nothing is silently
 // defaulted except leaf keys absent from an otherwise valid file, which take
-// the documented defaults (specs/config.md).
+// the documented defaults (specs/config.md); the optional keys that have no
+// default (guard.max_permissions.*) are then unset, and setup never writes
+// them.
 //
 // Writes (Setup, Set, AddTrustKey, Save) are atomic: a temporary file in the
 // same directory, fsync, rename, fsync of the directory; the file stays 0600.
@@ -151,7 +153,28 @@ type Guard struct {
 	ToolOverrides map[string]string    `json:"tool_overrides"`
 	RateLimits    map[string]RateLimit `json:"rate_limits"`
 	Inspectors    []string             `json:"inspectors"`
+	// MaxPermissions is the permission ceiling (guard.max_permissions): a
+	// package that declares more than it allows is denied. Absent by
+	// default, and never written by setup.
+	MaxPermissions MaxPermissions `json:"max_permissions,omitzero"`
 }
+
+// MaxPermissions is the highest permission level a package may declare,
+// per kind; an empty field is no limit for that kind. The levels are the
+// manifest's (permissions.network.level and so on), lowest first in
+// NetworkLevels, FilesystemLevels and CodeExecutionLevels.
+type MaxPermissions struct {
+	Network       string `json:"network,omitempty"`
+	Filesystem    string `json:"filesystem,omitempty"`
+	CodeExecution string `json:"code_execution,omitempty"`
+}
+
+// Permission levels of each kind, lowest first.
+var (
+	NetworkLevels       = []string{"none", "restricted", "unrestricted"}
+	FilesystemLevels    = []string{"none", "temp", "workspace_read", "workspace_write", "any"}
+	CodeExecutionLevels = []string{"none", "limited_subprocess", "shell"}
+)
 
 // Decision returns the configured decision for an action type (one of
 // Actions); ok is false for anything else.

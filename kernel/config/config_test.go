@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,6 +89,10 @@ func TestMissingConfigIsNotSetUp(t *testing.T) {
 	}
 }
 
+// optionalKeys are the leaf keys without a default: absent means unset
+// (no limit), and setup never writes them.
+var optionalKeys = []string{"guard.max_permissions.code_execution", "guard.max_permissions.filesystem", "guard.max_permissions.network"}
+
 func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 	d := Defaults()
 	if err := d.Validate(); err != nil {
@@ -108,6 +113,19 @@ func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 			node = node.(map[string]any)["properties"].(map[string]any)[p]
 		}
 		want, ok := node.(map[string]any)["default"]
+		if ok != hasDefault(st, key) {
+			t.Errorf("%s: hasDefault = %v, schema says %v", key, !ok, ok)
+		}
+		if contains(optionalKeys, key) {
+			// No default: unset, and Get says so with nil.
+			if ok {
+				t.Errorf("%s: optional key has a schema default", key)
+			}
+			if got, err := d.Get(key); err != nil || got != nil {
+				t.Errorf("Get(%s) = %#v, %v; want nil (unset)", key, got, err)
+			}
+			continue
+		}
 		if !ok {
 			t.Errorf("%s: schema has no default", key)
 			continue
@@ -172,7 +190,8 @@ func TestSetupCreatesSecureDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, Defaults()) {
 		t.Errorf("loaded %+v, want defaults", c)
 	}
-	// Every leaf key is written out: the file setup writes is complete.
+	// Every leaf key with a default is written out: the file setup writes
+	// is complete. The optional ones (no default) are not written at all.
 	raw := map[string]any{}
 	if err := json.Unmarshal(readFile(t, path), &raw); err != nil {
 		t.Fatal(err)
@@ -180,9 +199,15 @@ func TestSetupCreatesSecureDefaults(t *testing.T) {
 	st, _ := loadSchema()
 	leaves, _ := leafKeys(st)
 	for _, k := range leaves {
-		if _, ok := lookupPath(raw, strings.Split(k, ".")); !ok {
+		_, ok := lookupPath(raw, strings.Split(k, "."))
+		if optional := contains(optionalKeys, k); !ok && !optional {
 			t.Errorf("setup did not write %s", k)
+		} else if ok && optional {
+			t.Errorf("setup wrote the optional key %s", k)
 		}
+	}
+	if _, ok := lookupPath(raw, []string{"guard", "max_permissions"}); ok {
+		t.Error("setup wrote guard.max_permissions")
 	}
 	assertNoTemps(t, path)
 }
@@ -703,5 +728,166 @@ func TestTrustRank(t *testing.T) {
 		TrustRank("verified") > TrustRank("unverified") && TrustRank("unverified") > TrustRank("unknown") &&
 		TrustRank("unknown") > TrustRank("bogus")) {
 		t.Error("trust ranks out of order")
+	}
+}
+
+func TestMaxPermissionsOptionalCeiling(t *testing.T) {
+	path := setUp(t)
+	// Unset by default: Get says null (a section: {}), List lists it as nil.
+	if v, err := Get(path, "guard.max_permissions.network"); err != nil || v != nil {
+		t.Fatalf("unset network = %#v, %v", v, err)
+	}
+	if v, err := Get(path, "guard.max_permissions"); err != nil || !reflect.DeepEqual(v, map[string]any{}) {
+		t.Fatalf("unset section = %#v, %v", v, err)
+	}
+	kvs, err := List(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := 0
+	for _, kv := range kvs {
+		if strings.HasPrefix(kv.Key, "guard.max_permissions.") {
+			listed++
+			if kv.Value != nil {
+				t.Errorf("List %s = %#v, want nil", kv.Key, kv.Value)
+			}
+		}
+	}
+	if listed != 3 {
+		t.Errorf("List has %d guard.max_permissions keys, want 3", listed)
+	}
+
+	if err := Set(path, "guard.max_permissions.network", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := Get(path, "guard.max_permissions.network"); err != nil || v != "none" {
+		t.Fatalf("network = %#v, %v", v, err)
+	}
+	if v, err := Get(path, "guard.max_permissions"); err != nil || !reflect.DeepEqual(v, map[string]any{"network": "none"}) {
+		t.Fatalf("section = %#v, %v", v, err)
+	}
+	raw := map[string]any{}
+	if err := json.Unmarshal(readFile(t, path), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := lookupPath(raw, []string{"guard", "max_permissions"}); !reflect.DeepEqual(got, map[string]any{"network": "none"}) {
+		t.Errorf("file holds guard.max_permissions = %#v; only the key that was set belongs there", got)
+	}
+	// Setup keeps it and, with nothing else missing, does not touch the file.
+	before := readFile(t, path)
+	if created, added, err := Setup(path); err != nil || created || added != nil {
+		t.Fatalf("Setup = %v, %v, %v", created, added, err)
+	}
+	if !bytes.Equal(before, readFile(t, path)) {
+		t.Error("setup rewrote a complete file")
+	}
+
+	if err := Set(path, "guard.max_permissions.filesystem", "workspace_read"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(path, "guard.max_permissions.code_execution", "limited_subprocess"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := MaxPermissions{Network: "none", Filesystem: "workspace_read", CodeExecution: "limited_subprocess"}
+	if c.Guard.MaxPermissions != want {
+		t.Errorf("MaxPermissions = %+v, want %+v", c.Guard.MaxPermissions, want)
+	}
+
+	// The whole section at once; {} removes every limit.
+	if err := Set(path, "guard.max_permissions", `{"network":"restricted"}`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(path); err != nil || c.Guard.MaxPermissions != (MaxPermissions{Network: "restricted"}) {
+		t.Fatalf("after section set: %+v, %v", c, err)
+	}
+	if err := Set(path, "guard.max_permissions", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(path); err != nil || c.Guard.MaxPermissions != (MaxPermissions{}) {
+		t.Fatalf("after {}: %+v, %v", c, err)
+	}
+	if strings.Contains(string(readFile(t, path)), "max_permissions") {
+		t.Error("an empty ceiling is still written to the file")
+	}
+}
+
+func TestMaxPermissionsInvalid(t *testing.T) {
+	path := setUp(t)
+	if err := Set(path, "guard.max_permissions.network", "restricted"); err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, path)
+	sets := []struct {
+		key, value string
+		want       []string
+	}{
+		{"guard.max_permissions.network", "everything", []string{"guard.max_permissions.network", `"everything" is not allowed`, "none, restricted, unrestricted"}},
+		{"guard.max_permissions.network", "", []string{"guard.max_permissions.network", "none, restricted, unrestricted"}},
+		{"guard.max_permissions.filesystem", "workspace", []string{"guard.max_permissions.filesystem", "none, temp, workspace_read, workspace_write, any"}},
+		{"guard.max_permissions.code_execution", "subprocess", []string{"guard.max_permissions.code_execution", "none, limited_subprocess, shell"}},
+		{"guard.max_permissions.disk", "none", []string{`unknown config key "guard.max_permissions.disk"`}},
+		{"guard.max_permissions", `{"network":"none","net":"none"}`, []string{"guard.max_permissions.net: unknown key"}},
+		{"guard.max_permissions", `["none"]`, []string{"guard.max_permissions", "a JSON object"}},
+	}
+	for _, tc := range sets {
+		err := Set(path, tc.key, tc.value)
+		if !errors.Is(err, reason.ErrConfigInvalid) || reason.CodeOf(err) != reason.ConfigInvalid {
+			t.Errorf("Set(%s, %q): err = %v, want config_invalid", tc.key, tc.value, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Set(%s, %q): message %q lacks %q", tc.key, tc.value, err, w)
+			}
+		}
+	}
+	if !bytes.Equal(before, readFile(t, path)) {
+		t.Fatal("a refused set changed the file")
+	}
+
+	files := map[string]string{
+		`"max_permissions":{"network":"all"}`:     `guard.max_permissions.network: "all" is not allowed; allowed values: none, restricted, unrestricted`,
+		`"max_permissions":{"filesystem":"TEMP"}`: `guard.max_permissions.filesystem: "TEMP" is not allowed`,
+		`"max_permissions":{"network":null}`:      `guard.max_permissions.network: null is not allowed`,
+		`"max_permissions":null`:                  `guard.max_permissions: must be object, not null`,
+		`"max_permissions":{"shell":"none"}`:      `guard.max_permissions.shell: unknown key`,
+	}
+	dir := t.TempDir()
+	i := 0
+	for guard, want := range files {
+		i++
+		p := filepath.Join(dir, fmt.Sprintf("c%d.json", i))
+		writeFile(t, p, `{`+strings.Replace(sections, `"guard":{}`, `"guard":{`+guard+`}`, 1)+`}`)
+		_, err := Load(p)
+		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want config_invalid with %q", guard, err, want)
+		}
+	}
+}
+
+// TestMaxPermissionsLevelsMatchSchema keeps the exported level ladders and
+// the schema's enums the same, in order.
+func TestMaxPermissionsLevelsMatchSchema(t *testing.T) {
+	st, err := loadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, levels := range map[string][]string{"network": NetworkLevels, "filesystem": FilesystemLevels, "code_execution": CodeExecutionLevels} {
+		sk, err := lookupKey(st, "guard.max_permissions."+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enum, _ := sk.node["enum"].([]any)
+		got := make([]string, len(enum))
+		for i, v := range enum {
+			got[i], _ = v.(string)
+		}
+		if !reflect.DeepEqual(got, levels) {
+			t.Errorf("%s: schema enum %v, Go %v", key, got, levels)
+		}
 	}
 }

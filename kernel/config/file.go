@@ -81,7 +81,7 @@ func Setup(path string) (created bool, added []string, err error) {
 	}
 	leaves, _ := leafKeys(st)
 	for _, k := range leaves {
-		if _, ok := lookupPath(doc, strings.Split(k, ".")); !ok {
+		if _, ok := lookupPath(doc, strings.Split(k, ".")); !ok && hasDefault(st, k) {
 			added = append(added, k)
 		}
 	}
@@ -96,7 +96,8 @@ func Setup(path string) (created bool, added []string, err error) {
 
 // List returns every leaf key of the schema with its effective value (the
 // file's, or the default when the file lacks it), sorted by key. Values are
-// string, bool, int64, float64, []any or map[string]any.
+// string, bool, int64, float64, []any or map[string]any; an optional key
+// without a default that is not set (guard.max_permissions.network) is nil.
 func List(path string) ([]KV, error) {
 	c, err := Load(path)
 	if err != nil {
@@ -121,8 +122,9 @@ func List(path string) ([]KV, error) {
 
 // Get returns the effective value of key: a leaf, a section (sandbox.limits)
 // or a map entry (guard.tool_overrides.PKG/TOOL, llm.providers.NAME.api).
-// An unknown key, or a map entry that is not there, is
-// reason.ErrConfigInvalid.
+// An optional key without a default that is not set is nil (a section of
+// them, guard.max_permissions, an empty map). An unknown key, or a map entry
+// that is not there, is reason.ErrConfigInvalid.
 func Get(path, key string) (any, error) {
 	c, err := Load(path)
 	if err != nil {
@@ -146,10 +148,18 @@ func (c *Config) Get(key string) (any, error) {
 		return nil, err
 	}
 	v, ok := lookupPath(doc, sk.path)
-	if !ok {
+	switch {
+	case ok:
+		return plain(v), nil
+	case sk.entry:
 		return nil, reason.New(reason.ConfigInvalid, "config key %q is not set", key)
+	case sk.node["properties"] != nil:
+		// A section without defaults that is not set (guard.max_permissions).
+		return map[string]any{}, nil
 	}
-	return plain(v), nil
+	// An optional leaf that is not set (guard.max_permissions.network):
+	// null. Every other leaf has a default and is always present.
+	return nil, nil
 }
 
 // Set sets key to value in the config at path and writes the file. The value

@@ -417,6 +417,25 @@ func leafKeys(st *schemaState) (leaves, sections []string) {
 	return leaves, sections
 }
 
+// hasDefault reports whether the schema gives a leaf key a default. A leaf
+// without one (guard.max_permissions.network and the like) is optional:
+// absent means unset, setup never writes it, and List and Get report it as
+// null. The "default" annotation sits next to a $ref, on the unresolved
+// node.
+func hasDefault(st *schemaState, key string) bool {
+	node := st.doc
+	for _, p := range strings.Split(key, ".") {
+		props, _ := resolve(st, node)["properties"].(map[string]any)
+		next, ok := props[p].(map[string]any)
+		if !ok {
+			return false
+		}
+		node = next
+	}
+	_, ok := node["default"]
+	return ok
+}
+
 // suggest returns up to three known keys close to key: same last element,
 // or a small edit distance.
 func suggest(st *schemaState, key string) []string {

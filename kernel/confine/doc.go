@@ -73,7 +73,12 @@
 // Landlock the kernel has, and the audit record carries a note
 // ("unconfined: landlock unavailable", "partly confined: landlock ABI 3 <
 // 6"). Whatever the mode, a confinement step that fails (including seccomp)
-// refuses the run: nothing is started less confined than decided.
+// refuses the run: nothing is started less confined than decided. Probe
+// reports what the kernel and build can do (Landlock ABI, seccomp filters),
+// once per process; Readiness.Assess applies a mode to it. kernel/hostexec
+// checks every confined run against it, and kernel/dispatch makes the same
+// check at placement, so that a run the executor would refuse is refused
+// before the decision record.
 //
 // # Limits
 //

@@ -119,6 +119,10 @@ type state struct {
 	// entry ("" if none); lockNote is the lockfile warning for the audit
 	// record's reason (lockfile.go).
 	lockTrust, lockNote string
+	// confineNote says how a host tool is confined when that is less than
+	// fully ("unconfined: landlock unavailable"), for the audit records'
+	// reason (confine.go).
+	confineNote string
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no
@@ -256,7 +260,11 @@ func runStage(ctx context.Context, k *Kernel, s stage, st *state) error {
 		}
 		return err
 	case <-sctx.Done():
-		// The stage did not return in time; its goroutine is abandoned.
+		// The stage did not return in time (or the caller gave up); its
+		// goroutine is abandoned.
+		if ctx.Err() != nil {
+			return reason.New(s.code, "stage %s was interrupted: %w", s.name, ctx.Err())
+		}
 		return reason.New(s.code, "stage %s did not finish within %s: %w", s.name, d, sctx.Err())
 	}
 }
@@ -313,7 +321,7 @@ func (k *Kernel) baseRecord(st *state, event string) *audit.Record {
 		Backend:    r.Backend,
 		Decision:   r.Decision,
 		Code:       r.Code,
-		Reason:     truncate(st.auditReason(), 512),
+		Reason:     truncate(st.recordReason(), 512),
 		GuardChain: r.GuardChain,
 		Env: audit.Env{CI: st.env.CI, Interactive: st.env.Interactive,
 			SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},

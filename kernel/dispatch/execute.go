@@ -27,6 +27,9 @@ type toolRun struct {
 // protocol, and fills the outcome. A tool that ran and failed is not an
 // error of the pipeline: it sets OK=false and a non-zero exit code.
 func stageExecute(ctx context.Context, st *state) error {
+	if st.pkg.Manifest.PackageType == manifest.TypeAgent {
+		return executeAgent(ctx, st) // agent.go: the agent protocol
+	}
 	stdin, err := toolio.EncodeRequest(st.tool.Name, st.req.Input)
 	if err != nil {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
@@ -80,9 +83,10 @@ func stageExecute(ctx context.Context, st *state) error {
 
 // runOnHost runs a trusted tool on the host, confined (kernel/confine):
 // sandbox.host_confinement decides what a kernel without enough Landlock
-// gets; a refusal is sandbox_unavailable, and a run that was not fully
-// confined carries a note ("unconfined: landlock unavailable") into the
-// outcome record's reason and the warnings.
+// gets; a refusal is sandbox_unavailable (placement refuses the same before
+// the decision, checkHostConfinement: this is the second line), and a run
+// that was not fully confined carries a note ("unconfined: landlock
+// unavailable") into the outcome record's reason and the warnings.
 func runOnHost(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
 	net := st.pkg.Manifest.Permissions.Network.Level
 	out, err := hostexec.Run(ctx, &hostexec.Request{
@@ -104,11 +108,17 @@ func runOnHost(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
 	var run *toolRun
 	if out != nil {
 		run = &toolRun{exitCode: out.ExitCode, stdout: out.Stdout, stderr: out.Stderr, flooded: out.StdoutTruncated}
-		if out.Confinement != "" {
-			st.k.warn(st, "host tool "+st.pkg.ID+"/"+st.tool.Name+": "+out.Confinement)
-			if st.res.Reason == "" {
-				st.res.Reason = out.Confinement
+		// Placement said how the run would be confined (and warned); the
+		// executor checked again and says how it was: its word goes into
+		// the outcome record.
+		if out.Confinement != st.confineNote {
+			st.confineNote = out.Confinement
+			if out.Confinement != "" {
+				st.k.warn(st, "host tool "+st.pkg.ID+"/"+st.tool.Name+": "+out.Confinement)
 			}
+		}
+		if out.Confinement != "" && st.res.Reason == "" {
+			st.res.Reason = out.Confinement
 		}
 	}
 	switch {

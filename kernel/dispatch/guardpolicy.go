@@ -31,6 +31,16 @@ type GuardPolicy struct {
 	RateLimits RateLimits `json:"rate_limits"`
 	// Inspectors is the inspector chain, in order (deny wins).
 	Inspectors []string `json:"inspectors"`
+	// MaxPermissions is the permission ceiling (guard.max_permissions).
+	MaxPermissions MaxPermissions `json:"max_permissions"`
+}
+
+// MaxPermissions is the highest permission level a package may declare, per
+// kind; an empty (omitted) field is no limit for that kind.
+type MaxPermissions struct {
+	Network       string `json:"network,omitempty"`
+	Filesystem    string `json:"filesystem,omitempty"`
+	CodeExecution string `json:"code_execution,omitempty"`
 }
 
 // ActionPolicy is the verdict for one action type. Source is "default"
@@ -75,6 +85,11 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 		ToolOverrides:  map[string]string{},
 		OverridesApply: !set.guardStrict,
 		Inspectors:     append([]string{}, set.inspectors...),
+		MaxPermissions: MaxPermissions{
+			Network:       set.ceiling.Network,
+			Filesystem:    set.ceiling.Filesystem,
+			CodeExecution: set.ceiling.CodeExecution,
+		},
 		RiskBands: []RiskBand{
 			{string(policy.Critical), policy.CriticalScore, "deny; nothing lifts it"},
 			{string(policy.High), policy.HighScore, "an allow for a high-risk action (delete, write_external, execute, credential_use) becomes prompt"},

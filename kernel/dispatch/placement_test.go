@@ -53,8 +53,8 @@ func placementState(t *testing.T, policy, tier, pkgType string, agentSandbox boo
 	t.Helper()
 	return &state{
 		k: &Kernel{HomeDir: t.TempDir()},
-		set: &settings{hostTrustPolicy: policy, backend: "libcontainer", image: config.PlaceholderImage,
-			agentSandboxEnabled: agentSandbox},
+		set: &settings{hostTrustPolicy: policy, hostConfinement: config.HostConfinementRequired, backend: "libcontainer",
+			image: config.PlaceholderImage, agentSandboxEnabled: agentSandbox},
 		pkg: &store.Package{ID: "p", Manifest: &manifest.Manifest{PackageID: "p", PackageType: pkgType, Runtime: "exec"}},
 		res: &Result{Trust: tier, Placement: PlacementNone},
 	}

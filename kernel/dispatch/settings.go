@@ -29,9 +29,14 @@ type settings struct {
 	overrides           map[string]policy.Verdict
 	rateLimits          map[string]ratelimit.Limit
 	inspectors          []string
+	ceiling             policy.Permissions // guard.max_permissions ("" = no limit)
 	lockfileStrict      bool
 	agentSandboxEnabled bool
 	auditOpts           audit.Options
+	// agentLLM and llmProviders are agent_sandbox.llm and llm.providers
+	// (agent runs' LLM calls, agent_llm.go).
+	agentLLM     config.AgentLLM
+	llmProviders map[string]config.Provider
 }
 
 // loadSettings loads the config (not_set_up / config_invalid on failure)
@@ -54,8 +59,11 @@ func loadSettings(path string, environ []string) (*settings, error) {
 		overrides:           map[string]policy.Verdict{},
 		rateLimits:          rateLimitsFrom(c.Guard.RateLimits),
 		inspectors:          c.Guard.Inspectors,
+		ceiling:             policy.Permissions(c.Guard.MaxPermissions),
 		lockfileStrict:      c.Lockfile.Strict,
 		agentSandboxEnabled: c.AgentSandbox.Enabled,
+		agentLLM:            c.AgentSandbox.LLM,
+		llmProviders:        c.LLM.Providers,
 		auditOpts: audit.Options{
 			MaxSizeBytes: c.Audit.MaxSizeMB << 20,
 			MaxFiles:     int(c.Audit.MaxFiles),

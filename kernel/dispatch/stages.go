@@ -143,7 +143,9 @@ func stageMinimumTrust(_ context.Context, st *state) error {
 
 // stagePlacement decides host or sandbox. Community tiers and unknown trust
 // always go to the sandbox; trusted/curated follow sandbox.host_trust_policy;
-// agents never run on the host.
+// agents never run on the host. A host placement needs the confinement
+// sandbox.host_confinement asks for (checkHostConfinement); a sandbox one
+// a backend that is available now (checkSandbox).
 func stagePlacement(ctx context.Context, st *state) error {
 	m := st.pkg.Manifest
 	if m.PackageType == "mcp_server" {
@@ -171,7 +173,9 @@ func stagePlacement(ctx context.Context, st *state) error {
 	}
 	st.res.Placement = placement
 	if placement == PlacementHost {
-		return nil
+		// Refuse here, before any decision record says allow, what the
+		// host executor would refuse (kernel/hostexec checks it again).
+		return checkHostConfinement(st)
 	}
 	st.res.Backend = st.set.backend
 	return checkSandbox(ctx, st)
@@ -211,7 +215,8 @@ func sandboxError(backend string, err error) error {
 	return err
 }
 
-// stagePolicy applies Guard's policy engine.
+// stagePolicy applies Guard's policy engine, with guard.max_permissions as
+// the permission ceiling: a package declaring more is denied.
 func stagePolicy(_ context.Context, st *state) error {
 	d := policy.Decide(policy.Input{
 		Package:    st.pkg.ID,
@@ -222,17 +227,20 @@ func stagePolicy(_ context.Context, st *state) error {
 		Strict:     st.set.guardStrict,
 		Global:     st.set.guardGlobal,
 		Overrides:  st.set.overrides,
-		// PreApproved (an agent's pre-approved actions) and Ceiling (the
-		// highest permission levels allowed) have no source yet: none.
+		// PreApproved (an agent's pre-approved actions) has no source yet.
 		Permissions: policy.Permissions{
 			Network:       st.pkg.Manifest.Permissions.Network.Level,
 			Filesystem:    st.pkg.Manifest.Permissions.Filesystem.Level,
 			CodeExecution: st.pkg.Manifest.Permissions.CodeExecution.Level,
 		},
+		Ceiling: st.set.ceiling,
 	})
 	st.res.Risk, st.res.RiskBand = d.Score, string(d.Band)
 	st.res.GuardChain = append(st.res.GuardChain, "policy:"+string(d.Verdict))
 	if d.Verdict == policy.Deny {
+		if d.Rule == policy.RulePermission {
+			return reason.New(reason.PolicyDenied, "%s (guard.max_permissions)", d.Reason())
+		}
 		return reason.New(reason.PolicyDenied, "%s", d.Reason())
 	}
 	st.merge(d.Verdict, reason.PolicyDenied, d.Reason())
@@ -310,7 +318,7 @@ func stagePrompt(_ context.Context, st *state) error {
 		return reason.New(reason.PolicyPrompt, "approval required (%s) but agentnode is not interactive", st.denyWhy)
 	}
 	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
-		joinActions(st.actions), st.res.Trust, st.denyWhy)
+		joinActions(st.actions), st.res.Trust, termSafe(st.denyWhy))
 	yes, err := st.k.Ask(q)
 	if err != nil {
 		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)

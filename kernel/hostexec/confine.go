@@ -20,9 +20,38 @@ type Confinement struct {
 	Network bool
 }
 
-// landlockABI reports the kernel's Landlock ABI. Tests replace it to reach
-// the modes' fallbacks on a kernel that has Landlock; nothing else does.
-var landlockABI = confine.LandlockABI
+// readiness reports what the kernel and this build can do (confine.Probe,
+// cached per process). Tests replace it to reach the modes' fallbacks on a
+// kernel that has Landlock; nothing else does.
+var readiness = confine.Probe
+
+// ConfinementReadiness reports what this kernel and build can do to
+// confine a host tool: the probe Run checks every confined run against.
+func ConfinementReadiness() confine.Readiness { return readiness() }
+
+// CheckConfinement decides how a tool run under sandbox.host_confinement
+// mode would be confined on this kernel, without running anything: the
+// check Run makes before it starts a confined tool, for callers that must
+// refuse before they decide (kernel/dispatch's placement). It is
+// AssessConfinement of ConfinementReadiness.
+func CheckConfinement(mode string) (confine.Assessment, error) {
+	return AssessConfinement(readiness(), mode)
+}
+
+// AssessConfinement decides how a tool run under mode is confined with
+// what r says the kernel and build can do. A confinement they cannot give
+// (mode required without Landlock ABI confine.MinABI; no seccomp, in any
+// mode; an unknown mode) is an error with the reason code
+// sandbox_unavailable wrapping confine.ErrUnavailable; otherwise the
+// Assessment's Note is empty for full confinement, else the note for the
+// audit record.
+func AssessConfinement(r confine.Readiness, mode string) (confine.Assessment, error) {
+	assessed, err := r.Assess(mode)
+	if err != nil {
+		return confine.Assessment{}, reason.New(reason.SandboxUnavailable, "%w", err)
+	}
+	return assessed, nil
+}
 
 // confinePlan is a Confinement checked against the kernel, for one run.
 type confinePlan struct {
@@ -31,12 +60,11 @@ type confinePlan struct {
 }
 
 // planConfinement decides how the run is confined before anything is
-// created; a required confinement the kernel cannot give is
-// sandbox_unavailable.
+// created (CheckConfinement).
 func planConfinement(c *Confinement) (*confinePlan, error) {
-	assessed, err := confine.Assess(c.Mode, landlockABI())
+	assessed, err := CheckConfinement(c.Mode)
 	if err != nil {
-		return nil, reason.New(reason.SandboxUnavailable, "hostexec: %w", err)
+		return nil, err
 	}
 	return &confinePlan{network: c.Network, assessed: assessed}, nil
 }

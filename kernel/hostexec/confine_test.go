@@ -451,9 +451,15 @@ func TestConfinedTimeout(t *testing.T) {
 // withABI makes Run see a kernel with the given Landlock ABI.
 func withABI(t *testing.T, abi int) {
 	t.Helper()
-	saved := landlockABI
-	landlockABI = func() int { return abi }
-	t.Cleanup(func() { landlockABI = saved })
+	withReadiness(t, func(r *confine.Readiness) { r.LandlockABI = abi })
+}
+
+// withReadiness makes Run see this kernel changed by change.
+func withReadiness(t *testing.T, change func(*confine.Readiness)) {
+	t.Helper()
+	saved := readiness
+	readiness = func() confine.Readiness { r := confine.Probe(); change(&r); return r }
+	t.Cleanup(func() { readiness = saved })
 }
 
 // TestConfinementModes covers sandbox.host_confinement on kernels with
@@ -530,6 +536,56 @@ func TestConfinementModes(t *testing.T) {
 	res, err = Run(context.Background(), req)
 	if err != nil || res.Confinement != "unconfined: not requested" {
 		t.Fatalf("unconfined request: %+v, %v", res, err)
+	}
+}
+
+// TestCheckConfinement: the check callers make before deciding is the one
+// Run makes: the same refusal with the same message, the same note, and
+// without seccomp no confined run in either mode.
+func TestCheckConfinement(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	pack := newPack(t, `touch "$1"; echo '{"ok":true,"result":1}'`)
+	run := func(mode string) (*Result, error) {
+		req := request(pack, marker)
+		req.Confine = &Confinement{Mode: mode}
+		return Run(context.Background(), req)
+	}
+	for _, abi := range []int{0, 3} {
+		withABI(t, abi)
+		_, cerr := CheckConfinement(confine.ModeRequired)
+		res, rerr := run(confine.ModeRequired)
+		if !errors.Is(cerr, reason.ErrSandboxUnavailable) || !errors.Is(cerr, confine.ErrUnavailable) || res != nil {
+			t.Fatalf("ABI %d required: check %v, run %+v", abi, cerr, res)
+		}
+		if rerr == nil || cerr.Error() != rerr.Error() {
+			t.Fatalf("ABI %d: check and run refuse differently:\n%v\n%v", abi, cerr, rerr)
+		}
+		a, err := CheckConfinement(confine.ModeBestEffort)
+		if err != nil || a.Note == "" {
+			t.Fatalf("ABI %d best_effort: %+v %v", abi, a, err)
+		}
+		if confine.LandlockABI() >= confine.MinABI {
+			// (with less, Run applies what the kernel really has)
+			res, err := run(confine.ModeBestEffort)
+			if err != nil || res.Confinement != a.Note {
+				t.Fatalf("ABI %d best_effort: check says %q, run %+v %v", abi, a.Note, res, err)
+			}
+		}
+	}
+	_ = os.Remove(marker) // best_effort with ABI 0 ran it unconfined
+
+	withReadiness(t, func(r *confine.Readiness) {
+		r.Seccomp = fmt.Errorf("%w: test", confine.ErrSeccompUnavailable)
+	})
+	for _, mode := range []string{confine.ModeRequired, confine.ModeBestEffort} {
+		_, cerr := CheckConfinement(mode)
+		res, rerr := run(mode)
+		if !errors.Is(cerr, confine.ErrSeccompUnavailable) || !errors.Is(rerr, reason.ErrSandboxUnavailable) || res != nil {
+			t.Fatalf("%s without seccomp: check %v, run %+v %v", mode, cerr, res, rerr)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s without seccomp: the tool ran", mode)
+		}
 	}
 }
 

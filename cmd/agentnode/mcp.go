@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/mcpserve"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+func init() { register(newMCPCmd) }
+
+func newMCPCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the installed tools to MCP clients, every call through agentnode",
+	}
+	cmd.AddCommand(newMCPServeCmd(), newMCPStatusCmd())
+	return cmd
+}
+
+func newMCPServeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run a stdio MCP server exposing every installed toolpack tool as <package>__<tool>",
+		Long: "A stdio MCP server: each installed toolpack tool is an MCP tool named <package>__<tool>, and every\n" +
+			"call is decided, audited and run by agentnode exactly like `agentnode run` (never interactive: a\n" +
+			"prompt is a deny). A refusal is a tool error \"deny <code>: <reason>\". Only MCP goes to stdout;\n" +
+			"messages go to stderr. Installs and removes while serving are picked up (tools/list_changed).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := home.Dir()
+			if err != nil {
+				return fail(cmd, false, reason.New(reason.NotSetUp, "%w", err))
+			}
+			in, out, err := mcpStdio(cmd)
+			if err != nil {
+				return fail(cmd, false, err)
+			}
+			errw := cmd.ErrOrStderr()
+			if _, err := os.Stat(home.ConfigPath(dir)); err != nil {
+				fmt.Fprintf(errw, "agentnode mcp: warning: agentnode is not set up (%v): every call will be refused\n", err)
+			}
+			// MCP clients start servers in a directory of their choosing;
+			// say which lockfile the calls are checked against.
+			fmt.Fprintf(errw, "agentnode mcp: serving %s (lockfile %s)\n", dir, lockfilePath())
+			k, _, err := newKernel()
+			if err != nil {
+				return fail(cmd, false, err)
+			}
+			k.Plugins.Close() // serve brings its own plugin host (mcpserve.Options.NewPlugins)
+			k.Warn = errw
+			srv := mcpserve.New(mcpserve.Options{
+				Kernel:     *k,
+				NewPlugins: func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: dir}) },
+				Version:    version,
+				Log:        errw,
+			})
+			defer srv.Close()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+				return fail(cmd, false, fmt.Errorf("mcp serve: %w", err))
+			}
+			return nil
+		},
+	}
+}
+
+// mcpStdio returns the MCP stream. When it is the process's own stdin and
+// stdout, they are moved to new descriptors and fd 0 becomes /dev/null and
+// fd 1 a copy of stderr: plugin processes (go-plugin hands them our stdin)
+// and anything else that inherits or writes to fds 0 and 1 can neither read
+// the client's requests nor corrupt the stream.
+func mcpStdio(cmd *cobra.Command) (io.ReadCloser, io.WriteCloser, error) {
+	if cmd.InOrStdin() != os.Stdin || cmd.OutOrStdout() != os.Stdout {
+		return io.NopCloser(cmd.InOrStdin()), nopWriteCloser{cmd.OutOrStdout()}, nil
+	}
+	inFD, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp serve: duplicate stdin: %w", err)
+	}
+	outFD, err := unix.FcntlInt(1, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp serve: duplicate stdout: %w", err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp serve: %w", err)
+	}
+	defer null.Close()
+	if err := unix.Dup3(int(null.Fd()), 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("mcp serve: detach stdin: %w", err)
+	}
+	if err := unix.Dup3(2, 1, 0); err != nil {
+		return nil, nil, fmt.Errorf("mcp serve: detach stdout: %w", err)
+	}
+	return os.NewFile(uintptr(inFD), "mcp-stdin"), os.NewFile(uintptr(outFD), "mcp-stdout"), nil
+}
+
+// lockfilePath is the lockfile calls are checked against, absolute.
+func lockfilePath() string {
+	p := home.LockfilePath()
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mcpStatus is `mcp status --json`.
+type mcpStatus struct {
+	Home     string `json:"home"`
+	SetUp    bool   `json:"set_up"`
+	Lockfile string `json:"lockfile"`
+	Server   string `json:"server"`
+	*mcpserve.Catalog
+}
+
+func newMCPStatusCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the tools `mcp serve` exposes, and the installed packages it does not expose with why",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := home.Dir()
+			if err != nil {
+				return fail(cmd, jsonOut, reason.New(reason.NotSetUp, "%w", err))
+			}
+			c, err := mcpserve.Scan(dir)
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			st := mcpStatus{Home: dir, Lockfile: lockfilePath(), Server: "agentnode mcp serve (stdio)", Catalog: c}
+			_, serr := os.Stat(home.ConfigPath(dir))
+			st.SetUp = serr == nil
+			if jsonOut {
+				if err := writeJSON(cmd.OutOrStdout(), st); err != nil {
+					return err
+				}
+			} else if err := printMCPStatus(cmd.OutOrStdout(), &st, serr); err != nil {
+				return err
+			}
+			if len(c.Problems) > 0 {
+				return exitWith(reason.ExitFailed)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	return cmd
+}
+
+func printMCPStatus(w io.Writer, st *mcpStatus, setupErr error) error {
+	if !st.SetUp {
+		why := "no config"
+		if setupErr != nil && !errors.Is(setupErr, fs.ErrNotExist) {
+			why = setupErr.Error()
+		}
+		fmt.Fprintf(w, "agentnode is not set up (%s): every call would be refused (not_set_up)\n", why)
+	}
+	fmt.Fprintf(w, "lockfile: %s (AGENTNODE_LOCKFILE or the directory serve starts in)\n", st.Lockfile)
+	if len(st.Tools) == 0 {
+		fmt.Fprintln(w, "no tools exposed")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MCP TOOL\tPACKAGE\tVERSION\tACTION")
+		for _, t := range st.Tools {
+			action := t.ActionType
+			if action == "" {
+				action = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Package, t.Version, action)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(st.Skipped) > 0 {
+		fmt.Fprintln(w, "\nnot exposed:")
+		for _, s := range st.Skipped {
+			what := s.Package
+			if s.Version != "" {
+				what += "@" + s.Version
+			}
+			if s.Tool != "" {
+				what += " tool " + s.Tool
+			}
+			code := ""
+			if s.Code != "" {
+				code = " [" + s.Code + "]"
+			}
+			fmt.Fprintf(w, "  %s: %s%s\n", what, s.Reason, code)
+		}
+	}
+	if len(st.Problems) > 0 {
+		fmt.Fprintln(w, "\nunreadable packages (refused):")
+		for _, p := range st.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	}
+	return nil
+}

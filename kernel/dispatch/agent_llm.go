@@ -1,0 +1,297 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentnode/agentnode/kernel/policy"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/broker"
+	"github.com/agentnode/agentnode/sdk/broker/provider"
+)
+
+// brokerPlugin is the LLM broker plugin agents' calls go through
+// (agentnode-broker-llm).
+const brokerPlugin = "llm"
+
+// LLMCallTool is the tool name of an agent's LLM calls for Guard: the
+// per-tool override key is "AGENT/call_llm".
+const LLMCallTool = "call_llm"
+
+// llmCeiling is one agent run's effective LLM access: the minimum of the
+// manifest's llm_access and the host's agent_sandbox.llm, the allowed
+// models their intersection.
+type llmCeiling struct {
+	enabled                                 bool
+	why                                     string // why not enabled
+	maxCalls, maxInputChars, maxOutputChars int64
+	// models are the allowed models; nil means any.
+	models []string
+}
+
+func llmCeilingFor(st *state) llmCeiling {
+	host, m := st.set.agentLLM, st.pkg.Manifest.LLMAccess
+	c := llmCeiling{maxCalls: host.MaxCalls, maxInputChars: host.MaxInputChars, maxOutputChars: host.MaxOutputChars}
+	switch {
+	case m == nil || !m.Enabled:
+		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true)", st.pkg.ID)
+		return c
+	case !host.Enabled:
+		c.why = "LLM calls of agents are off on this host (agent_sandbox.llm.enabled is false)"
+		return c
+	}
+	c.enabled = true
+	lower := func(v *int, cur int64) int64 {
+		if v != nil && int64(*v) < cur {
+			return int64(*v)
+		}
+		return cur
+	}
+	c.maxCalls = lower(m.MaxCalls, c.maxCalls)
+	c.maxInputChars = lower(m.MaxInputChars, c.maxInputChars)
+	c.maxOutputChars = lower(m.MaxOutputChars, c.maxOutputChars)
+	switch {
+	case len(host.AllowedModels) == 0 && len(m.AllowedModels) == 0:
+	case len(host.AllowedModels) == 0:
+		c.models = slices.Clone(m.AllowedModels)
+	case len(m.AllowedModels) == 0:
+		c.models = slices.Clone(host.AllowedModels)
+	default:
+		c.models = []string{}
+		for _, x := range m.AllowedModels {
+			if slices.Contains(host.AllowedModels, x) {
+				c.models = append(c.models, x)
+			}
+		}
+	}
+	return c
+}
+
+// llmDecision applies Guard's policy engine to an agent's LLM call: the
+// action is credential_use, pre-approved by the run's opt-in (the host's
+// agent_sandbox.enabled and agent_sandbox.llm.enabled together with the
+// manifest's llm_access.enabled; callLLM checks those first). A
+// pre-approval lifts the global policy's prompt, never a deny, and strict
+// mode ignores it; the per-tool override "AGENT/call_llm" applies, and the
+// environment escalation (root, high risk band) can still turn the allow
+// into a prompt.
+func llmDecision(st *state) policy.Decision {
+	return policy.Decide(policy.Input{
+		Package:     st.pkg.ID,
+		Tool:        LLMCallTool,
+		Actions:     []policy.Action{policy.CredentialUse},
+		TrustLevel:  st.res.Trust,
+		Env:         st.env,
+		Strict:      st.set.guardStrict,
+		Global:      st.set.guardGlobal,
+		Overrides:   st.set.overrides,
+		PreApproved: []policy.Action{policy.CredentialUse},
+	})
+}
+
+// callLLM answers a call_llm request: the run's LLM access and budget, the
+// provider, model and input size, Guard (credential_use), an audit record
+// (event llm_call, durable before the credential is used), the broker
+// plugin, and a second record with the usage (event llm_usage). Records
+// never hold messages, replies or credentials.
+func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
+	c := &s.lim.llm
+	if !c.enabled {
+		return s.refuseLLM(msg, reason.PolicyDenied, c.why, nil)
+	}
+	if s.llmCalls >= c.maxCalls {
+		return s.refuseLLM(msg, reason.RateLimited, fmt.Sprintf("agent %s used its %d LLM calls (max_calls: the lower of llm_access.max_calls and agent_sandbox.llm.max_calls)",
+			s.st.pkg.ID, c.maxCalls), nil)
+	}
+	ep, err := s.provider(msg.Provider)
+	if err != nil {
+		return s.refuseLLM(msg, reason.PolicyDenied, err.Error(), nil)
+	}
+	if c.models != nil && !slices.Contains(c.models, msg.Model) {
+		why := fmt.Sprintf("model %q is not allowed for agent %s (allowed: %s)", msg.Model, s.st.pkg.ID, strings.Join(c.models, ", "))
+		if len(c.models) == 0 {
+			why = fmt.Sprintf("no model is allowed for agent %s: llm_access.allowed_models and agent_sandbox.llm.allowed_models have none in common", s.st.pkg.ID)
+		}
+		return s.refuseLLM(msg, reason.PolicyDenied, why, nil)
+	}
+	var inChars int64
+	msgs := make([]broker.Message, len(msg.Messages))
+	for i, m := range msg.Messages {
+		switch m.Role {
+		case broker.RoleSystem, broker.RoleUser, broker.RoleAssistant:
+		default:
+			return s.refuseLLM(msg, reason.InputDenied, fmt.Sprintf("messages[%d].role: %q is not system, user or assistant", i, m.Role), nil)
+		}
+		inChars += int64(utf8.RuneCountInString(m.Content))
+		msgs[i] = broker.Message{Role: m.Role, Content: m.Content}
+	}
+	if inChars > c.maxInputChars {
+		return s.refuseLLM(msg, reason.InputDenied, fmt.Sprintf("the messages have %d characters, max_input_chars is %d", inChars, c.maxInputChars), nil)
+	}
+	if c.maxOutputChars <= 0 {
+		return s.refuseLLM(msg, reason.PolicyDenied, "max_output_chars is 0: no reply could be returned", nil)
+	}
+
+	d := llmDecision(s.st)
+	chain := []string{"policy:" + string(d.Verdict)}
+	switch d.Verdict {
+	case policy.Deny:
+		return s.refuseLLM(msg, reason.PolicyDenied, d.Reason(), chain)
+	case policy.Prompt:
+		yes, code, why := s.askLLM(ep.Name, d.Reason())
+		if !yes {
+			return s.refuseLLM(msg, code, why, append(chain, "prompt:no"))
+		}
+		chain = append(chain, "prompt:yes")
+	}
+
+	s.llmCalls++
+	rec := s.record("llm_call", LLMCallTool)
+	rec.Action = string(policy.CredentialUse)
+	rec.Decision, rec.GuardChain = string(policy.Allow), chain
+	rec.Reason = truncate(fmt.Sprintf("provider %s, model %s, call %d of %d, %d input chars", ep.Name, msg.Model, s.llmCalls, c.maxCalls, inChars), 512)
+	if err := s.append(rec); err != nil {
+		return agentReply{Code: string(reason.AuditUnavailable), Error: "the agent's audit record could not be written"}
+	}
+
+	start := time.Now()
+	resp, err := s.chat(ctx, &broker.ChatRequest{
+		Provider:       ep.Name,
+		API:            ep.API,
+		BaseURL:        ep.BaseURL,
+		Model:          msg.Model,
+		Messages:       msgs,
+		MaxInputChars:  c.maxInputChars,
+		MaxOutputChars: c.maxOutputChars,
+		AllowedModels:  c.models,
+	})
+	ms := time.Since(start).Milliseconds()
+	use := s.record("llm_usage", LLMCallTool)
+	use.Action = string(policy.CredentialUse)
+	use.Decision, use.GuardChain, use.DurationMS = string(policy.Allow), chain, &ms
+	if err != nil {
+		use.Code = string(reason.CodeOf(err))
+		use.Reason = truncate(fmt.Sprintf("provider %s, model %s: %v", ep.Name, msg.Model, err), 512)
+	} else {
+		u := resp.Usage
+		use.Reason = fmt.Sprintf("provider %s, model %s: %d input chars, %d output chars, %d input tokens, %d output tokens",
+			ep.Name, msg.Model, u.InputChars, u.OutputChars, u.InputTokens, u.OutputTokens)
+	}
+	if aerr := s.append(use); aerr != nil {
+		return agentReply{Code: string(reason.AuditUnavailable), Error: "the agent's audit record could not be written"}
+	}
+	if err != nil {
+		return agentReply{Code: string(reason.CodeOf(err)), Error: err.Error()}
+	}
+	out, err := json.Marshal(struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}{resp.Message.Role, resp.Message.Content})
+	if err != nil {
+		return agentReply{Code: string(reason.PluginUnavailable), Error: "encode the reply: " + err.Error()}
+	}
+	return agentReply{OK: true, Result: out}
+}
+
+// askLLM asks the user once per run whether the agent may use the
+// provider's credential; non-interactive runs refuse (policy_prompt).
+func (s *agentSession) askLLM(providerName, why string) (bool, reason.Code, string) {
+	k := s.st.k
+	if !k.Interactive || k.Ask == nil {
+		return false, reason.PolicyPrompt, fmt.Sprintf("approval required (%s) but agentnode is not interactive", why)
+	}
+	if s.llmAnswer == nil {
+		q := fmt.Sprintf("Allow agent %s to make LLM calls with the credential of %s for this run (%s)? [y/N] ",
+			s.st.pkg.ID, providerName, why)
+		yes, err := k.Ask(q)
+		if err != nil {
+			return false, reason.PolicyPrompt, "prompt failed: " + err.Error()
+		}
+		s.llmAnswer = &yes
+	}
+	if !*s.llmAnswer {
+		return false, reason.PolicyDenied, fmt.Sprintf("declined at the prompt (%s)", why)
+	}
+	return true, "", ""
+}
+
+// refuseLLM audits and answers a refused call_llm (one llm_call record
+// with decision deny).
+func (s *agentSession) refuseLLM(msg *agentMsg, code reason.Code, why string, chain []string) agentReply {
+	rec := s.record("llm_call", LLMCallTool)
+	rec.Action = string(policy.CredentialUse)
+	rec.Decision, rec.Code, rec.GuardChain = string(policy.Deny), string(code), chain
+	rec.Reason = truncate(fmt.Sprintf("call_llm (model %q): %s", msg.Model, why), 512)
+	if err := s.append(rec); err != nil {
+		return agentReply{Code: string(reason.AuditUnavailable), Error: "the agent's audit record could not be written"}
+	}
+	return s.refuse(code, why)
+}
+
+// provider resolves the provider an agent names: an llm.providers entry or
+// a well-known provider (openai, anthropic). Without a name, the only
+// llm.providers entry.
+func (s *agentSession) provider(name string) (provider.Endpoint, error) {
+	ps := s.st.set.llmProviders
+	if name == "" {
+		if len(ps) != 1 {
+			names := make([]string, 0, len(ps))
+			for n := range ps {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return provider.Endpoint{}, fmt.Errorf("call_llm names no provider and llm.providers has %d entries (%s): name one",
+				len(ps), strings.Join(names, ", "))
+		}
+		for n := range ps {
+			name = n
+		}
+	}
+	if p, ok := ps[name]; ok {
+		return provider.Resolve(name, p.API, p.BaseURL)
+	}
+	if slices.Contains(provider.WellKnown, name) {
+		return provider.Resolve(name, "", "")
+	}
+	if !provider.ValidName(name) {
+		return provider.Endpoint{}, fmt.Errorf("provider: not a valid provider name (want %s)", provider.NamePattern)
+	}
+	return provider.Endpoint{}, fmt.Errorf("provider %q is not configured (llm.providers) and not a well-known provider", name)
+}
+
+// chat calls the broker plugin and maps its errors to reason codes. The
+// broker's errors never carry the credential or the provider's text.
+func (s *agentSession) chat(ctx context.Context, req *broker.ChatRequest) (*broker.ChatResponse, error) {
+	if s.st.k.Plugins == nil {
+		return nil, reason.New(reason.PluginUnavailable, "no plugin host: the LLM broker cannot be started")
+	}
+	client, err := s.st.k.Plugins.Broker(ctx, brokerPlugin)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Chat(ctx, req)
+	if err == nil {
+		return resp, nil
+	}
+	var code reason.Code
+	switch {
+	case errors.Is(err, broker.ErrCredentialsMissing), errors.Is(err, broker.ErrCredentialsRejected):
+		code = reason.CredentialsMissing
+	case errors.Is(err, broker.ErrModelNotAllowed), errors.Is(err, broker.ErrOutputTooLong):
+		code = reason.PolicyDenied
+	case errors.Is(err, broker.ErrInputTooLong), errors.Is(err, broker.ErrInvalidRequest):
+		code = reason.InputDenied
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		code = reason.Timeout
+	default:
+		return nil, pluginCallError("broker-"+brokerPlugin, err)
+	}
+	return nil, reason.Wrap(code, err, "broker-"+brokerPlugin)
+}

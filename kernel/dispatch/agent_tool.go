@@ -1,0 +1,90 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/agentnode/agentnode/kernel/audit"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// runTool answers a run_tool request. A package outside the manifest's
+// tool_access.allowed_packages, or a call over limits.max_tool_calls, is
+// refused here, before anything of the target is loaded; the refusal is
+// answered and audited (event agent_tool_call). An allowed call is a full
+// nested pipeline run (*Kernel).Run of its own, with its own decision and
+// outcome records, trust, placement and Guard; an agent_tool_call record
+// in the agent's request links the two.
+func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
+	target := msg.Package + "/" + msg.Tool
+	agentID := s.st.pkg.ID
+	if !slices.Contains(s.lim.allowedPackages, msg.Package) {
+		why := fmt.Sprintf("run_tool %s: package %s is not in tool_access.allowed_packages of agent %s", target, msg.Package, agentID)
+		if len(s.lim.allowedPackages) == 0 {
+			why = fmt.Sprintf("run_tool %s: agent %s lists no tool_access.allowed_packages, so it may call no tools", target, agentID)
+		}
+		return s.refuseTool(reason.PolicyDenied, why)
+	}
+	if s.toolCalls >= s.lim.maxToolCalls {
+		return s.refuseTool(reason.RateLimited, fmt.Sprintf("run_tool %s: agent %s used its %d tool calls (limits.max_tool_calls)",
+			target, agentID, s.lim.maxToolCalls))
+	}
+	s.toolCalls++
+	res, err := nestedRun(s.st.k, ctx, &Request{Package: msg.Package, Tool: msg.Tool, Input: msg.Input})
+	rec := s.record("agent_tool_call", "run_tool")
+	rec.Decision = res.Decision
+	rec.Code = res.Code
+	rec.Reason = truncate(fmt.Sprintf("run_tool %s (call %d of %d): request %s", target, s.toolCalls, s.lim.maxToolCalls, res.RequestID), 512)
+	if aerr := s.append(rec); aerr != nil {
+		return agentReply{Code: string(reason.AuditUnavailable), Error: "the agent's audit record could not be written"}
+	}
+	switch {
+	case err != nil:
+		// Refused (or failed in the pipeline): the nested run audited it.
+		return agentReply{OK: false, Code: string(reason.CodeOf(err)), Error: err.Error()}
+	case res.OK != nil && *res.OK:
+		return agentReply{OK: true, Result: res.Output}
+	}
+	why := res.Error
+	if why == "" {
+		why = "the tool failed"
+	}
+	return agentReply{OK: false, Error: why}
+}
+
+// nestedRun is (*Kernel).Run, set in init: a direct reference would make
+// executeStage's initialisation depend on itself.
+var nestedRun func(k *Kernel, ctx context.Context, req *Request) (*Result, error)
+
+func init() { nestedRun = (*Kernel).Run }
+
+// refuseTool audits and answers a run_tool refusal.
+func (s *agentSession) refuseTool(code reason.Code, why string) agentReply {
+	rec := s.record("agent_tool_call", "run_tool")
+	rec.Decision, rec.Code, rec.Reason = "deny", string(code), truncate(why, 512)
+	if err := s.append(rec); err != nil {
+		return agentReply{Code: string(reason.AuditUnavailable), Error: "the agent's audit record could not be written"}
+	}
+	return s.refuse(code, why)
+}
+
+// record is an audit record of the agent's run (its request id, package,
+// trust, placement) for one of the agent's requests: tool is the verb.
+func (s *agentSession) record(event, verb string) *audit.Record {
+	r := s.st.k.baseRecord(s.st, event)
+	r.Tool = verb
+	r.GuardChain = nil
+	r.Action = ""
+	return r
+}
+
+// append writes rec durably; a failure ends the session (fail closed: no
+// request is answered without its record).
+func (s *agentSession) append(rec *audit.Record) error {
+	if err := s.st.log.Append(rec); err != nil {
+		s.fatalErr = reason.Wrap(reason.AuditUnavailable, err, "write agent request record")
+		return s.fatalErr
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+// Package mcpserve is `agentnode mcp serve`: a long-lived MCP server
+// (github.com/modelcontextprotocol/go-sdk) that exposes the installed tools
+// as MCP tools, every call through the kernel pipeline
+// ((*dispatch.Kernel).Run), so any MCP client gets sandboxed, guarded and
+// audited tools.
+//
+// What is exposed (Scan): every tool of every installed toolpack with
+// runtime exec, under the MCP name "<package>__<tool>". Package ids are
+// [a-z0-9-]{3,60} and tool names [A-Za-z0-9_][A-Za-z0-9_.-]{0,63}, so the
+// name is at most 126 characters of MCP's [A-Za-z0-9_.-] (limit 128), and
+// the first "__" always ends the package id: two different tools never map
+// to the same name (tool names are unique within a package). The
+// description is the manifest's, inputSchema its input_schema as written
+// (with "type":"object" added if it has no type; any other type is not
+// exposed), outputSchema its output_schema when that describes an object.
+// Not exposed, with the reason in `agentnode mcp status`: mcp_server
+// packages (not runnable yet, mcp_not_preinstalled), agent packages (run
+// with `agentnode run`), other runtimes, packages the store cannot read.
+// Nothing about trust or policy is decided when listing.
+//
+// Per call: the kernel re-reads the config, re-checks the lockfile and
+// re-hashes the installed artifact, then decides and audits exactly as
+// `agentnode run` does. Calls are never interactive: a verdict of prompt is
+// a deny (policy_prompt). What lives across calls is the plugin host (trust,
+// guard, sandbox plugins are started once); after a refusal for a plugin or
+// sandbox reason it is replaced, so a plugin pinned or fixed while serving
+// is picked up by the next call. Results: the tool's JSON result as text
+// (and as structuredContent when it is an object); a refusal is a tool
+// error "deny <code>: <reason>"; a tool that failed "tool failed: <error>";
+// arguments that are not a JSON object are refused before the pipeline
+// (like a bad --input, nothing audited). _meta carries
+// agentnode/request_id (the audit records' request_id), agentnode/decision,
+// agentnode/placement and agentnode/code.
+//
+// Installs and removes while serving: tools/list re-reads the store, a
+// tools/call of an unknown name re-reads it first, and the store directory
+// is polled (1 s) so clients get notifications/tools/list_changed.
+package mcpserve

@@ -1,0 +1,339 @@
+package mcpserve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentnode/agentnode/kernel/dispatch"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Kernel is the template of every call: HomeDir (required),
+	// ConfigPath, Environ, Root, Warn, StageTimeout, PromptTimeout, Now.
+	// Plugins, Interactive and Ask are the server's: the plugin host comes
+	// from NewPlugins, and a call is never interactive (stdin is the MCP
+	// stream, not a person), so every prompt is a deny (policy_prompt).
+	Kernel dispatch.Kernel
+	// NewPlugins returns a plugin host; called once at the first call and
+	// again after a host was retired (see pluginPool).
+	NewPlugins func() *pluginhost.Host
+	// Version is the server version reported to clients.
+	Version string
+	// Log receives serve's own messages (stderr; nil: discarded).
+	Log io.Writer
+	// DrainTimeout bounds how long Close waits for calls still running
+	// (their context is cancelled when the client goes away; a sandboxed
+	// tool is then killed and its removal proven). Default 2 minutes.
+	DrainTimeout time.Duration
+	// PollInterval is how often the package store is checked for installs
+	// and removals, which are announced with notifications/tools/list_changed
+	// (default 1s; negative: never, tools/list still re-reads the store).
+	PollInterval time.Duration
+}
+
+// Server is a long-lived MCP server over the kernel. Create it with New,
+// serve with Run, and Close it to stop the plugins.
+type Server struct {
+	opts    Options
+	mcp     *mcp.Server
+	plugins *pluginPool
+
+	// mu guards registered and serializes refreshes.
+	mu         sync.Mutex
+	registered map[string][]byte // MCP name -> JSON of the Tool it was registered from
+}
+
+// New returns a server that exposes the toolpacks installed under
+// opts.Kernel.HomeDir.
+func New(opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 2 * time.Minute
+	}
+	if opts.NewPlugins == nil {
+		homeDir := opts.Kernel.HomeDir
+		opts.NewPlugins = func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: homeDir}) }
+	}
+	s := &Server{
+		opts:       opts,
+		plugins:    &pluginPool{newHost: opts.NewPlugins},
+		registered: map[string][]byte{},
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version},
+		&mcp.ServerOptions{
+			Instructions: "Tools of the packages installed in agentnode. Every call is decided by agentnode's " +
+				"pipeline (trust, placement, Guard policy, rate limits, inspectors), audited, and run on the " +
+				"confined host or in the hardened sandbox. A refusal is a tool error \"deny <code>: <reason>\".",
+			// Advertise tools (with list_changed) even before any is installed.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		})
+	s.mcp.AddReceivingMiddleware(s.refreshing)
+	return s
+}
+
+// Run refreshes the tool list and serves t until the client disconnects or
+// ctx is done. It does not close the plugin host (Close does).
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	if err := s.Refresh(); err != nil {
+		s.logf("%v", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if s.opts.PollInterval > 0 {
+		go s.watch(ctx)
+	}
+	return s.mcp.Run(ctx, t)
+}
+
+// Connect serves one session on t in the background (tests, in-memory
+// transports); Run is the usual entry point.
+func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
+	if err := s.Refresh(); err != nil {
+		s.logf("%v", err)
+	}
+	return s.mcp.Connect(ctx, t, nil)
+}
+
+// Close refuses new calls, waits (up to DrainTimeout) for the running ones
+// to finish, and stops the plugin processes. It reports whether everything
+// was stopped in time.
+func (s *Server) Close() bool {
+	s.plugins.close()
+	done := make(chan struct{})
+	go func() { s.plugins.open.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(s.opts.DrainTimeout):
+		s.logf("calls still running after %s; exiting anyway", s.opts.DrainTimeout)
+		return false
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	fmt.Fprintf(s.opts.Log, "agentnode mcp: "+format+"\n", args...)
+}
+
+// refreshing re-reads the store before tools/list, and before a tools/call
+// of a name that is not registered (a package installed since the last
+// list), so both see the store as it is now.
+func (s *Server) refreshing(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		refresh := method == "tools/list"
+		if method == "tools/call" {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
+				s.mu.Lock()
+				_, known := s.registered[p.Name]
+				s.mu.Unlock()
+				refresh = !known
+			}
+		}
+		if refresh {
+			if err := s.Refresh(); err != nil {
+				s.logf("%v", err)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// watch refreshes when the package store directory changes (install and
+// remove rename entries in it); the SDK then sends
+// notifications/tools/list_changed.
+func (s *Server) watch(ctx context.Context) {
+	dir := home.PackagesDir(s.opts.Kernel.HomeDir)
+	last := stamp(dir)
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if now := stamp(dir); now != last {
+			last = now
+			if err := s.Refresh(); err != nil {
+				s.logf("%v", err)
+			}
+		}
+	}
+}
+
+func stamp(dir string) string {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "absent"
+	}
+	return fi.ModTime().String()
+}
+
+// Refresh makes the registered tools match the store: adds new and changed
+// tools, removes the ones that are gone. On an error the registered tools
+// stay as they were (every call is re-checked by the kernel anyway).
+func (s *Server) Refresh() error {
+	c, err := Scan(s.opts.Kernel.HomeDir)
+	if err != nil {
+		return err
+	}
+	for _, p := range c.Problems {
+		s.logf("not exposed: %s", p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, t := range c.Tools {
+		seen[t.Name] = true
+		fp, _ := json.Marshal(t)
+		if old, ok := s.registered[t.Name]; ok && bytes.Equal(old, fp) {
+			continue
+		}
+		s.mcp.AddTool(mcpTool(t), s.handler(t.Package, t.Tool))
+		s.registered[t.Name] = fp
+	}
+	var gone []string
+	for name := range s.registered {
+		if !seen[name] {
+			gone = append(gone, name)
+			delete(s.registered, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	return nil
+}
+
+func mcpTool(t Tool) *mcp.Tool {
+	mt := &mcp.Tool{
+		Name:        t.Name,
+		Title:       t.Package + "/" + t.Tool,
+		Description: t.Description,
+		InputSchema: t.InputSchema,
+	}
+	if t.OutputSchema != nil {
+		mt.OutputSchema = t.OutputSchema
+	}
+	return mt
+}
+
+func (s *Server) handler(pkg, tool string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args json.RawMessage
+		if req != nil && req.Params != nil {
+			args = req.Params.Arguments
+		}
+		return s.Call(ctx, pkg, tool, args), nil
+	}
+}
+
+// Call runs one tool call through the kernel and converts the outcome. It
+// never returns a protocol error and never panics: a refusal, a failed tool
+// and an internal error are all tool errors (isError), so the client's model
+// sees them and the server keeps serving.
+func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessage) (res *mcp.CallToolResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logf("internal error in %s/%s: %v\n%s", pkg, tool, p, debug.Stack())
+			res = errorResult(fmt.Sprintf("error: internal error in agentnode: %v", p), nil)
+		}
+	}()
+	input, err := arguments(args)
+	if err != nil {
+		// Like `agentnode run --input '[1]'`: a usage error, decided before
+		// the pipeline, so nothing is audited.
+		return errorResult("bad arguments: "+err.Error(), nil)
+	}
+	g, ok := s.plugins.acquire()
+	if !ok {
+		return errorResult("deny "+string(reason.PluginUnavailable)+": the server is shutting down", nil)
+	}
+	k := s.opts.Kernel // a copy per call: the kernel keeps no per-call state of its own
+	k.Plugins = g.host
+	k.Interactive = false
+	k.Ask = nil
+	out, runErr := k.Run(ctx, &dispatch.Request{Package: pkg, Tool: tool, Input: input})
+	s.plugins.release(g, runErr != nil && staleCodes[reason.CodeOf(runErr)])
+	return toResult(out, runErr)
+}
+
+// arguments returns the tool input: absent or null is {}, anything else
+// must be a JSON object.
+func arguments(raw json.RawMessage) (json.RawMessage, error) {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || string(b) == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("the tool arguments must be a JSON object")
+	}
+	return json.RawMessage(b), nil
+}
+
+// toResult converts a kernel outcome. Text forms:
+//
+//	ok:             the tool's JSON result (structuredContent too when it is an object)
+//	refused:        deny <code>: <reason>
+//	ran and failed: tool failed: <the tool's error>
+//	ran, then an error (timeout, sandbox): error <code>: <reason>
+func toResult(res *dispatch.Result, err error) *mcp.CallToolResult {
+	meta := mcp.Meta{}
+	if res != nil {
+		meta["agentnode/request_id"] = res.RequestID
+		meta["agentnode/decision"] = res.Decision
+		meta["agentnode/placement"] = res.Placement
+		if res.Code != "" {
+			meta["agentnode/code"] = res.Code
+		}
+	}
+	switch {
+	case res == nil:
+		return errorResult(fmt.Sprintf("error: %v", err), meta)
+	case err != nil && res.Decision != "allow":
+		code := string(reason.CodeOf(err))
+		if code == "" {
+			code = res.Code
+		}
+		return errorResult(fmt.Sprintf("deny %s: %s", code, err.Error()), meta)
+	case err != nil:
+		code := string(reason.CodeOf(err))
+		if code == "" {
+			code = "error"
+		}
+		return errorResult(fmt.Sprintf("error %s: %s", code, err.Error()), meta)
+	case res.OK == nil || !*res.OK:
+		return errorResult("tool failed: "+res.Error, meta)
+	}
+	out := res.Output
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	r := &mcp.CallToolResult{Meta: meta, Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}}
+	if b := bytes.TrimSpace(out); len(b) > 0 && b[0] == '{' {
+		r.StructuredContent = json.RawMessage(b)
+	}
+	return r
+}
+
+func errorResult(text string, meta mcp.Meta) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Meta: meta, IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
