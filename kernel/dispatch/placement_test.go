@@ -35,11 +35,16 @@ func TestPlacement(t *testing.T) {
 			}
 		}
 	}
-	// Agents never run on the host and need the opt-in.
-	for _, tier := range []string{"curated", "trusted", "unknown"} {
+	// Agents never run on the host and need the opt-in: a tier that would
+	// place a toolpack on the host is host_agent_execution_unsupported, a
+	// community tier agent_sandbox_disabled.
+	for tier, want := range map[string]error{
+		"curated": reason.ErrHostAgentExecutionUnsupported, "trusted": reason.ErrHostAgentExecutionUnsupported,
+		"verified": reason.ErrAgentSandboxDisabled, "unknown": reason.ErrAgentSandboxDisabled,
+	} {
 		st := placementState(t, "default", tier, "agent", false)
-		if err := stagePlacement(context.Background(), st); !errors.Is(err, reason.ErrAgentSandboxDisabled) {
-			t.Errorf("agent %s without opt-in: %v", tier, err)
+		if err := stagePlacement(context.Background(), st); !errors.Is(err, want) {
+			t.Errorf("agent %s without opt-in: %v, want %v", tier, err, want)
 		}
 		st = placementState(t, "default", tier, "agent", true)
 		err := stagePlacement(context.Background(), st)

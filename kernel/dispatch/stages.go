@@ -166,10 +166,17 @@ func stagePlacement(ctx context.Context, st *state) error {
 		}
 	}
 	if m.PackageType == "agent" {
-		placement = PlacementSandbox
 		if !st.set.agentSandboxEnabled {
+			if placement == PlacementHost {
+				// Its tier would put it on the host, where an agent's own
+				// entrypoint never runs (AgentNode's refusal).
+				return reason.New(reason.HostAgentExecutionUnsupported,
+					"agent %s (trust %s) would run on the host, and agents never do; agent_sandbox.enabled runs it in the agent sandbox",
+					m.PackageID, st.res.Trust)
+			}
 			return reason.New(reason.AgentSandboxDisabled, "agent %s runs only in the agent sandbox, and agent_sandbox.enabled is false", m.PackageID)
 		}
+		placement = PlacementSandbox
 	}
 	st.res.Placement = placement
 	if placement == PlacementHost {
