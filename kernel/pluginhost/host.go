@@ -8,14 +8,15 @@
 //
 // Pins: a plugin runs only if pins.json records its resolved path and its
 // SHA-256 and both still match; otherwise the error wraps
-// reason.ErrPluginUnpinned. go-plugin's SecureConfig checks the hash once
-// more right before exec.
+// reason.ErrPluginUnpinned. The hash is computed on the opened binary right
+// before exec, and exactly that open file is executed (runner.go), so the
+// file cannot be swapped between the check and exec.
 //
 // Launch: plugins speak gRPC over go-plugin with AutoMTLS, get no host
 // environment (a broker plugin only the D-Bus session bus address, see
-// BrokerEnv), run in their own process group with Pdeathsig SIGKILL, and are
-// forked from a dedicated OS thread that lives as long as the process (see
-// launch.go). Host.Close kills every plugin it started and its whole process
+// BrokerEnv) and /dev/null as stdin, run in their own process group with
+// Pdeathsig SIGKILL, and are forked from a dedicated OS thread that lives as
+// long as the process (see launch.go). Host.Close kills every plugin it started and its whole process
 // group. Any failure to start, hand-shake or describe itself makes a plugin
 // unavailable (reason.ErrPluginUnavailable); errors of later calls are
 // converted by CallError.
@@ -25,12 +26,9 @@ package pluginhost
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -314,9 +312,9 @@ func (h *Host) locate(kind, name string) (string, []byte, error) {
 	if err := checkFileMode(c.path); err != nil {
 		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
 	}
-	// The file is hashed once, by go-plugin's SecureConfig right before
-	// exec (see start); hashing it here as well would only double the cost
-	// of every launch (a plugin binary is ~20 MB).
+	// The file is hashed once, by pinnedRunner on the opened file right
+	// before exec (runner.go); hashing it here as well would only double
+	// the cost of every launch (a plugin binary is ~20 MB).
 	checksum, err := hex.DecodeString(rec.SHA256)
 	if err != nil { // validated by loadPins
 		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
@@ -325,16 +323,14 @@ func (h *Host) locate(kind, name string) (string, []byte, error) {
 }
 
 // clientConfig is the go-plugin configuration of one plugin launch.
-func (h *Host) clientConfig(kind, path string, checksum []byte, adapter goplugin.Plugin) *goplugin.ClientConfig {
-	cmd := exec.Command(path)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Env = pluginEnv(kind)
+// The plugin is started by pinnedRunner (RunnerFunc), which verifies the
+// pin on the opened binary and gives the plugin /dev/null as stdin; Cmd and
+// SecureConfig stay unset (go-plugin allows only one of Cmd and RunnerFunc).
+func (h *Host) clientConfig(kind, name, path string, checksum []byte, adapter goplugin.Plugin) *goplugin.ClientConfig {
 	return &goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedSet(kind, adapter),
-		Cmd:              cmd,
-		SecureConfig:     &goplugin.SecureConfig{Checksum: checksum, Hash: sha256.New()},
+		RunnerFunc:       runnerFunc(kind, Key(kind, name), path, checksum),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		SkipHostEnv:      true,
@@ -351,7 +347,8 @@ func (h *Host) clientConfig(kind, path string, checksum []byte, adapter goplugin
 var BrokerEnv = []string{"DBUS_SESSION_BUS_ADDRESS"}
 
 // pluginEnv is the environment of a plugin of kind, before go-plugin adds
-// its handshake variables (SkipHostEnv keeps the rest of the host's out).
+// its handshake variables (SkipHostEnv keeps the rest of the host's out);
+// see runnerFunc.
 func pluginEnv(kind string) []string {
 	if kind != plugin.KindBroker {
 		return nil
@@ -374,13 +371,13 @@ func (h *Host) start(kind, name string, adapter goplugin.Plugin) (*proc, error) 
 	if err != nil {
 		return nil, err
 	}
-	client := goplugin.NewClient(h.clientConfig(kind, path, checksum, adapter))
+	client := goplugin.NewClient(h.clientConfig(kind, name, path, checksum, adapter))
 	var startErr error
 	onLaunchThread(func() { _, startErr = client.Start() })
 	p := &proc{key: key, client: client}
 	p.pid, _ = strconv.Atoi(client.ID())
-	if errors.Is(startErr, goplugin.ErrChecksumsDoNotMatch) {
-		return p, reason.New(reason.PluginUnpinned, "plugin %s (%s) changed since it was pinned (sha256 differs from the pin); re-pin it only if you trust the new binary: %w", key, path, startErr)
+	if reason.CodeOf(startErr) != "" { // pinnedRunner: changed since pinned
+		return p, startErr
 	}
 	if startErr != nil {
 		return p, reason.New(reason.PluginUnavailable, "plugin %s (%s) did not start: %s", key, path, oneLine(startErr))

@@ -424,7 +424,7 @@ func TestPluginStderrReachesHostLog(t *testing.T) {
 func TestClientConfig(t *testing.T) {
 	h := New(Options{HomeDir: t.TempDir(), BinDir: t.TempDir(), Logger: hclog.NewNullLogger(), StartTimeout: 3 * time.Second})
 	sum := sha256.Sum256([]byte("x"))
-	cfg := h.clientConfig(plugin.KindTrust, "/bin/true", sum[:], &trust.GRPCPlugin{})
+	cfg := h.clientConfig(plugin.KindTrust, "faulty", "/bin/true", sum[:], &trust.GRPCPlugin{})
 	if cfg.HandshakeConfig != plugin.Handshake {
 		t.Error("handshake is not plugin.Handshake")
 	}
@@ -434,14 +434,31 @@ func TestClientConfig(t *testing.T) {
 	if !cfg.AutoMTLS || !cfg.SkipHostEnv || cfg.Managed {
 		t.Errorf("AutoMTLS=%v SkipHostEnv=%v Managed=%v", cfg.AutoMTLS, cfg.SkipHostEnv, cfg.Managed)
 	}
-	if cfg.SecureConfig == nil || !bytes.Equal(cfg.SecureConfig.Checksum, sum[:]) || cfg.SecureConfig.Hash == nil {
-		t.Fatalf("SecureConfig = %+v", cfg.SecureConfig)
+	if cfg.Cmd != nil || cfg.SecureConfig != nil || cfg.RunnerFunc == nil {
+		t.Fatalf("Cmd=%v SecureConfig=%v RunnerFunc set=%v; want only RunnerFunc", cfg.Cmd, cfg.SecureConfig, cfg.RunnerFunc != nil)
 	}
-	if ok, err := cfg.SecureConfig.Check("/bin/true"); ok || err != nil {
-		t.Errorf("SecureConfig accepted a file with another hash: %v, %v", ok, err)
+	spec := exec.Command("")
+	spec.Env = []string{"PLUGIN_X=1"}
+	rn, err := cfg.RunnerFunc(hclog.NewNullLogger(), spec, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a := cfg.Cmd.SysProcAttr; a == nil || !a.Setpgid || a.Pdeathsig != syscall.SIGKILL {
+	r := rn.(*pinnedRunner)
+	if a := r.cmd.SysProcAttr; a == nil || !a.Setpgid || a.Pdeathsig != syscall.SIGKILL {
 		t.Errorf("SysProcAttr = %+v, want Setpgid and Pdeathsig SIGKILL", a)
+	}
+	if r.cmd.Stdin != nil || r.cmd.Dir != "/" || len(r.cmd.Args) != 1 || r.cmd.Args[0] != "/bin/true" {
+		t.Errorf("Stdin=%v Dir=%q Args=%q; want nil, /, [/bin/true]", r.cmd.Stdin, r.cmd.Dir, r.cmd.Args)
+	}
+	if len(r.cmd.Env) != 1 || r.cmd.Env[0] != "PLUGIN_X=1" {
+		t.Errorf("Env = %q, want go-plugin's only", r.cmd.Env)
+	}
+	// The runner checks the pin itself: /bin/true does not hash to sum.
+	if err := r.Start(context.Background()); !errors.Is(err, reason.ErrPluginUnpinned) || !strings.Contains(err.Error(), "changed since it was pinned") {
+		t.Errorf("Start of a binary with another hash = %v, want ErrPluginUnpinned", err)
+	}
+	if r.ID() != "" || r.cmd.Process != nil {
+		t.Errorf("a binary with another hash was started (pid %s)", r.ID())
 	}
 	if cfg.StartTimeout != 3*time.Second {
 		t.Errorf("StartTimeout = %v", cfg.StartTimeout)
@@ -454,9 +471,12 @@ func TestClientConfig(t *testing.T) {
 	}
 }
 
-// The binary is swapped after locate checked it but before go-plugin execs
-// it: SecureConfig catches it.
-func TestSecureConfigRechecksBeforeExec(t *testing.T) {
+// The binary is swapped after locate checked it but before the runner
+// opens it: the runner's hash of the opened file catches it, and go-plugin's
+// socket directory does not outlive the failed start.
+func TestRunnerRechecksBeforeExec(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // go-plugin creates its socket directory here
 	e := newEnv(t, "ok", true)
 	h := e.host(t, Options{})
 	path, checksum, err := h.locate(plugin.KindTrust, "faulty")
@@ -465,17 +485,143 @@ func TestSecureConfigRechecksBeforeExec(t *testing.T) {
 	}
 	b, _ := os.ReadFile(faultyBin)
 	replace(t, e.path, append(b, 'x'))
-	client := goplugin.NewClient(h.clientConfig(plugin.KindTrust, path, checksum, &trust.GRPCPlugin{}))
+	client := goplugin.NewClient(h.clientConfig(plugin.KindTrust, "faulty", path, checksum, &trust.GRPCPlugin{}))
 	defer client.Kill()
-	if _, err := client.Start(); !errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
-		t.Fatalf("Start = %v, want ErrChecksumsDoNotMatch", err)
-	}
-	if pids := running(e.path); len(pids) != 0 {
-		t.Errorf("swapped binary ran: %v", pids)
+	_, err = client.Start()
+	if !errors.Is(err, reason.ErrPluginUnpinned) || !errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
+		t.Fatalf("Start = %v, want ErrPluginUnpinned (ErrChecksumsDoNotMatch)", err)
 	}
 	want := hex.EncodeToString(checksum)
 	if got := pinsOf(t, e.home)["trust-faulty"]["sha256"]; got != want {
 		t.Errorf("checksum %s is not the pin %s", want, got)
+	}
+	if !strings.Contains(err.Error(), "pinned "+want) {
+		t.Errorf("message %q should show the pinned sha256", err)
+	}
+	if pids := running(e.path); len(pids) != 0 {
+		t.Errorf("swapped binary ran: %v", pids)
+	}
+	if des, _ := os.ReadDir(tmp); len(des) != 0 {
+		t.Errorf("left behind in TMPDIR after a refused start: %v", des)
+	}
+}
+
+// The attacker swaps the binary at the instant after the runner opened it,
+// before the hash and the exec. Whatever lands at the path, the plugin that
+// runs is the pinned file: the hash and the exec both go through the one
+// open fd (/proc/self/fd/<n>), never through the path again.
+func TestSwapAfterOpenCannotWin(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	b, err := os.ReadFile(faultyBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := sha256.Sum256(b)
+	// A working plugin with different bytes: if it ran, nothing else
+	// would notice.
+	evil := append(bytes.Clone(b), []byte("evil")...)
+	swapped := false
+	afterOpen = func(path string) {
+		if path == e.path {
+			replace(t, path, evil)
+			swapped = true
+		}
+	}
+	t.Cleanup(func() { afterOpen = nil })
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !swapped {
+		t.Fatal("the swap hook did not run")
+	}
+	if _, err := evaluate(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	// /proc/<pid>/exe opens the executable the process runs.
+	ran, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(ran) != pinned {
+		t.Fatalf("plugin %d runs the swapped-in binary, not the pinned one", pid)
+	}
+	if now, _ := os.ReadFile(e.path); !bytes.Equal(now, evil) {
+		t.Fatal("the path does not hold the swapped-in binary; the test proves nothing")
+	}
+	// The next start (after Close) sees the swapped file and refuses it.
+	afterOpen = nil
+	h.Close()
+	h2 := e.host(t, Options{})
+	if _, err := h2.Trust(context.Background(), "faulty"); !errors.Is(err, reason.ErrPluginUnpinned) {
+		t.Fatalf("Trust of the swapped binary = %v, want ErrPluginUnpinned", err)
+	}
+}
+
+// agentnode's own stdin (the user's terminal under `agentnode run`, a
+// caller's pipe) must not reach plugins. Here fd 0 of the host is a pipe with
+// data in it; the plugin's fd 0 must be /dev/null, the data must still be
+// there for the host, and no other descriptor of the plugin may be the pipe
+// or the binary the host opened to verify it.
+func TestPluginStdinIsDevNull(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	const secret = "y\nanswer to the prompt\n"
+	if _, err := pw.WriteString(secret); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := syscall.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Dup3(int(pr.Fd()), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Dup3(saved, 0, 0)
+		_ = syscall.Close(saved)
+	}()
+	pipeLink, err := os.Readlink("/proc/self/fd/0")
+	if err != nil || !strings.HasPrefix(pipeLink, "pipe:") {
+		t.Fatalf("host fd 0 = %q, %v; want the test pipe", pipeLink, err)
+	}
+
+	e := newEnv(t, "ok", true)
+	h := e.host(t, Options{})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evaluate(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	if got, err := os.Readlink(fdDir + "/0"); err != nil || got != "/dev/null" {
+		t.Errorf("plugin fd 0 = %q, %v; want /dev/null", got, err)
+	}
+	des, err := os.ReadDir(fdDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		link, _ := os.Readlink(fdDir + "/" + de.Name())
+		if link == pipeLink || link == e.path {
+			t.Errorf("plugin fd %s is %s, a descriptor of the host", de.Name(), link)
+		}
+	}
+	h.Close()
+	// Nothing was read from the host's stdin.
+	buf := make([]byte, len(secret)+1)
+	n, err := pr.Read(buf)
+	if err != nil || string(buf[:n]) != secret {
+		t.Errorf("host stdin after the plugin ran: %q, %v; want %q unread", buf[:n], err, secret)
 	}
 }
 
