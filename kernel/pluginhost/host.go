@@ -330,7 +330,7 @@ func (h *Host) clientConfig(kind, name, path string, checksum []byte, adapter go
 	return &goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedSet(kind, adapter),
-		RunnerFunc:       runnerFunc(kind, Key(kind, name), path, checksum),
+		RunnerFunc:       runnerFunc(h.homeDir, kind, Key(kind, name), path, checksum),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		SkipHostEnv:      true,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
@@ -53,6 +54,7 @@ type pinnedRunner struct {
 	key, path string
 	checksum  []byte
 	socketDir string // created by go-plugin; removed here if Start fails
+	homeDir   string // for the verified-hash cache; "" disables it
 	cmd       *exec.Cmd
 
 	stdout, stderr io.ReadCloser
@@ -66,10 +68,14 @@ var _ runner.Runner = (*pinnedRunner)(nil)
 // aim for.
 var afterOpen func(path string)
 
+// onHash, when set by a test, runs whenever a binary is actually hashed
+// (not vouched for by the verified-hash cache).
+var onHash func(path string)
+
 // runnerFunc returns the go-plugin RunnerFunc launching the binary at path,
 // a plugin of kind, if its SHA-256 is checksum. key names the plugin in
 // errors.
-func runnerFunc(kind, key, path string, checksum []byte) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
+func runnerFunc(homeDir, kind, key, path string, checksum []byte) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
 	return func(logger hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		// spec is exec.Command("") filled in by go-plugin: only its
 		// environment is used (handshake variables, the AutoMTLS
@@ -83,7 +89,7 @@ func runnerFunc(kind, key, path string, checksum []byte) func(hclog.Logger, *exe
 			SysProcAttr: sysProcAttr(),
 			// Stdin stays nil: the plugin reads /dev/null.
 		}
-		return &pinnedRunner{logger: logger, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd}, nil
+		return &pinnedRunner{logger: logger, homeDir: homeDir, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd}, nil
 	}
 }
 
@@ -145,14 +151,30 @@ func (r *pinnedRunner) verify(f *os.File) error {
 		// but exec.Cmd would overwrite such an fd with the plugin's stdio.
 		return fmt.Errorf("plugin binary opened as fd %d", f.Fd())
 	}
+	before, stamped := statStamp(fi)
+	if stamped && cachedDigestMatches(r.homeDir, r.path, before, r.checksum) {
+		return nil // this very file was hashed before and has not changed since (hashcache.go)
+	}
+	if onHash != nil {
+		onHash(r.path)
+	}
+	hashedAt := time.Now()
 	sum := sha256.New()
 	if _, err := io.Copy(sum, f); err != nil {
 		return fmt.Errorf("hash plugin binary: %w", err)
 	}
-	if got := sum.Sum(nil); !bytes.Equal(got, r.checksum) {
+	got := sum.Sum(nil)
+	if !bytes.Equal(got, r.checksum) {
 		return reason.New(reason.PluginUnpinned,
 			"plugin %s (%s) changed since it was pinned: sha256 %s, pinned %s; re-pin it only if you trust the new binary: %w",
 			r.key, r.path, hex.EncodeToString(got), hex.EncodeToString(r.checksum), goplugin.ErrChecksumsDoNotMatch)
+	}
+	if stamped {
+		if fi2, err := f.Stat(); err == nil {
+			if after, ok := statStamp(fi2); ok {
+				recordDigest(r.homeDir, r.path, before, after, hashedAt, got)
+			}
+		}
 	}
 	return nil
 }
