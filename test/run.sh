@@ -11,4 +11,5 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+go test -race -count=1 -tags 'seccomp egresstest' ./kernel/egress/... # test-only permitted destinations (kernel/egress)
 exec test/keyring.sh go test -race -count=1 -timeout 30m ./... "$@"
