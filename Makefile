@@ -14,6 +14,9 @@ GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 build:
 	@mkdir -p $(BIN)
 	$(GO) build $(BUILDFLAGS) -tags '$(TAGS)' -o $(BIN)/agentnode ./cmd/agentnode
+	# Baked into the sandbox image by `agentnode sandbox build`: static, and
+	# without VCS stamps so the image digest depends on the source only.
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -buildvcs=false -o $(BIN)/agentnode-egress-forwarder ./sdk/sandbox/forwarder
 	@for p in $(PLUGINS); do \
 	  kind=$${p%%/*}; name=$${p#*/}; \
 	  echo "$(GO) build -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p"; \

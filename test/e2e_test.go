@@ -58,6 +58,14 @@ func build(bin, extra string) error {
 	if err := goBuild(filepath.Join(bin, "agentnode"), "./cmd/agentnode"); err != nil {
 		return err
 	}
+	// The egress forwarder `agentnode sandbox build` bakes into the image,
+	// built as `make build` does.
+	fwd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w",
+		"-o", filepath.Join(bin, "agentnode-egress-forwarder"), "./sdk/sandbox/forwarder")
+	fwd.Dir, fwd.Stderr, fwd.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
+	if err := fwd.Run(); err != nil {
+		return err
+	}
 	mains, _ := filepath.Glob(filepath.Join(root, "plugins", "*", "*", "main.go"))
 	for _, m := range mains {
 		dir := filepath.Dir(m)
@@ -79,6 +87,14 @@ func build(bin, extra string) error {
 	agents, _ := filepath.Glob(filepath.Join(root, "test", "agents", "*", "main.go"))
 	for _, m := range agents {
 		if err := buildStatic(filepath.Join(extra, "agent-"+filepath.Base(filepath.Dir(m))), filepath.Dir(m)); err != nil {
+			return err
+		}
+	}
+	// Test MCP servers: static go-sdk servers (they run in the sandbox
+	// image too), extra/mcpserver-<name>.
+	servers, _ := filepath.Glob(filepath.Join(root, "test", "mcpservers", "*", "main.go"))
+	for _, m := range servers {
+		if err := buildStatic(filepath.Join(extra, "mcpserver-"+filepath.Base(filepath.Dir(m))), filepath.Dir(m)); err != nil {
 			return err
 		}
 	}

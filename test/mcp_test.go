@@ -168,24 +168,49 @@ const mcpTools = `    - name: echo
       input_schema: {type: object}
 `
 
+// mcpServerPackage is an MCP server package: the e2e server
+// (test/mcpservers/echo) preinstalled at bin/server (writeServerPackage).
 const mcpServerPackage = `manifest_version: "0.2"
 package_id: some-mcp-server
 package_type: mcp_server
 name: An MCP server
 publisher: e2e
 version: 0.1.0
-summary: Not runnable yet
+summary: A preinstalled MCP server
 runtime: mcp
 mcp_server:
-  command: [node, /install/server.js]
+  command: [/pack/bin/server]
+  install: {manager: npm, package: "@agentnode-e2e/echo-mcp", version: 1.0.0}
 capabilities:
   tools:
-    - {name: srv, description: Srv, entrypoint: srv, input_schema: {type: object}}
+    - {name: srv, description: Srv, entrypoint: echo, action_type: read, input_schema: {type: object}}
+    - {name: read_file, description: Read, entrypoint: echo, action_type: read, input_schema: {type: object}}
 permissions:
   network: {level: none}
   filesystem: {level: none}
   code_execution: {level: none}
 `
+
+// writeServerPackage writes the mcp_server package some-mcp-server with the
+// e2e MCP server binary and returns its directory.
+func writeServerPackage(t testing.TB, e *mcpEnv) string {
+	t.Helper()
+	srv := filepath.Join(e.dir, "srv")
+	if err := os.MkdirAll(filepath.Join(srv, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(filepath.Join(extraDir, "mcpserver-echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(srv, "bin", "server"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(srv, "agentnode.yaml"), []byte(mcpServerPackage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
 
 // requireKeyring skips without a Secret Service, or fails under
 // AGENTNODE_REQUIRE_KEYRING=1 (like the scripts' keyring condition).
@@ -216,14 +241,7 @@ func curatedEnv(t testing.TB) *mcpEnv {
 		t.Fatal(err)
 	}
 	e.cli(t, "install", pkg, "--attestation", att)
-	srv := filepath.Join(e.dir, "srv")
-	if err := os.MkdirAll(srv, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(srv, "agentnode.yaml"), []byte(mcpServerPackage), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.cli(t, "install", srv)
+	e.cli(t, "install", writeServerPackage(t, e))
 	e.cli(t, "config", "set", "guard.rate_limits.mcp-tools", `{"per_minute":10000,"per_hour":100000,"burst":1000}`)
 	return e
 }
@@ -304,7 +322,14 @@ func childPlugins(t testing.TB, pid int) map[int]string {
 		// pid (comm) state ppid ...
 		i := bytes.LastIndexByte(stat, ')')
 		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(pid) || !bytes.Contains(stat[:i], []byte("(agentnode-")) {
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		// argv[0], not comm: plugins are exec'd as /proc/self/fd/N
+		// (kernel/pluginhost), so comm is "N".
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+		if !strings.HasPrefix(filepath.Base(string(argv0)), "agentnode-") {
 			continue
 		}
 		fd0, _ := os.Readlink(filepath.Join("/proc", ent.Name(), "fd", "0"))
@@ -333,14 +358,15 @@ func TestMCPServeGoClient(t *testing.T) {
 	for _, tl := range st.Tools {
 		names = append(names, tl.Name)
 	}
-	if !st.SetUp || !slices.Equal(names, []string{"mcp-tools__echo", "mcp-tools__lookup", "mcp-tools__wipe"}) {
+	if !st.SetUp || !slices.Equal(names, []string{"mcp-tools__echo", "mcp-tools__lookup", "mcp-tools__wipe",
+		"some-mcp-server__srv", "some-mcp-server__read_file"}) {
 		t.Fatalf("mcp status: %+v", st)
 	}
-	if len(st.Skipped) != 1 || st.Skipped[0].Package != "some-mcp-server" || st.Skipped[0].Code != "mcp_not_preinstalled" {
+	if len(st.Skipped) != 0 {
 		t.Fatalf("mcp status skipped: %+v", st.Skipped)
 	}
 	if text := string(e.cli(t, "mcp", "status")); !strings.Contains(text, "mcp-tools__echo") ||
-		!strings.Contains(text, "some-mcp-server@0.1.0: MCP server packages are not runnable yet [mcp_not_preinstalled]") {
+		!strings.Contains(text, "some-mcp-server__srv") {
 		t.Fatalf("mcp status text:\n%s", text)
 	}
 
@@ -363,7 +389,8 @@ func TestMCPServeGoClient(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(names, []string{"mcp-tools__echo", "mcp-tools__lookup", "mcp-tools__wipe"}) {
+	if !slices.Equal(names, []string{"mcp-tools__echo", "mcp-tools__lookup", "mcp-tools__wipe",
+		"some-mcp-server__read_file", "some-mcp-server__srv"}) {
 		t.Fatalf("tools/list: %v", names)
 	}
 
@@ -485,7 +512,7 @@ func TestMCPServeGoClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(tools.Tools); n != 4 {
+	if n := len(tools.Tools); n != 6 {
 		t.Fatalf("%d tools after install", n)
 	}
 	// Unknown trust: refused (minimum verified), through the same server.
@@ -606,7 +633,8 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 	for _, tl := range out.Tools {
 		names = append(names, tl.Name)
 	}
-	if !slices.Equal(names, []string{"mcp-tools__echo", "mcp-tools__lookup", "mcp-tools__wipe"}) {
+	if !slices.Equal(names, []string{"mcp-tools__echo", "mcp-tools__lookup", "mcp-tools__wipe",
+		"some-mcp-server__read_file", "some-mcp-server__srv"}) {
 		t.Fatalf("tools: %v", names)
 	}
 	if out.Tools[0].InputSchema["type"] != "object" || out.Tools[0].OutputSchema == nil {
@@ -666,10 +694,46 @@ func setupSandboxEnv(t testing.TB, e *mcpEnv) *mcpEnv {
 	return e
 }
 
-// A community package over MCP runs in the sandbox, never on the host.
+// A community package over MCP runs in the sandbox, never on the host; so
+// does a community MCP server package, kept running across calls, each
+// call through the pipeline and the Guard proxy.
 func TestMCPServeSandboxed(t *testing.T) {
 	e := sandboxEnv(t)
+	e.cli(t, "install", writeServerPackage(t, e))
+	e.cli(t, "config", "set", "guard.rate_limits.some-mcp-server", `{"per_minute":100000,"per_hour":1000000,"burst":10000}`)
 	cs, _, stderr := e.serve(t, nil)
+	for i, c := range []struct {
+		tool  string
+		args  map[string]any
+		calls int // the server's own count of calls it received
+		deny  string
+	}{
+		{"some-mcp-server__srv", map[string]any{"n": 1}, 1, ""},
+		{"some-mcp-server__read_file", map[string]any{"path": "docs/../../etc/shadow"}, 0, "deny input_denied: "},
+		{"some-mcp-server__srv", map[string]any{"n": 2}, 2, ""}, // the denied call never reached it
+	} {
+		r := callTool(t, cs, c.tool, c.args)
+		id, _ := r.Meta["agentnode/request_id"].(string)
+		recs := e.auditRecords(t, id)
+		if c.deny != "" {
+			if !r.IsError || !strings.HasPrefix(resultText(r), c.deny) || len(recs) != 1 || recs[0]["decision"] != "deny" {
+				t.Fatalf("call %d: isError=%v %q, audit %v", i, r.IsError, resultText(r), recs)
+			}
+			continue
+		}
+		var out struct{ Calls int }
+		if r.IsError || json.Unmarshal([]byte(resultText(r)), &out) != nil || out.Calls != c.calls {
+			t.Fatalf("call %d: isError=%v %q, want call %d of one server\nstderr: %s", i, r.IsError, resultText(r), c.calls, stderr)
+		}
+		if r.Meta["agentnode/placement"] != "sandbox" || len(recs) != 2 || recs[1]["event"] != "outcome" || recs[1]["backend"] != "libcontainer" {
+			t.Fatalf("call %d: meta %v, audit %v", i, r.Meta, recs)
+		}
+	}
+	// The server's undeclared tool is neither listed nor callable.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "some-mcp-server__secret", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("undeclared server tool callable")
+	}
+
 	for i := 0; i < 2; i++ {
 		r := callTool(t, cs, "mcp-bench__echo", map[string]any{"x": i})
 		if r.IsError || resultText(r) != `{"x":`+strconv.Itoa(i)+`}` {
@@ -682,6 +746,30 @@ func TestMCPServeSandboxed(t *testing.T) {
 		if recs := e.auditRecords(t, id); len(recs) != 2 || recs[0]["trust"] != "unknown" || recs[1]["backend"] != "libcontainer" {
 			t.Fatalf("audit of %s: %v", id, recs)
 		}
+	}
+
+	// The kept-alive MCP server's container is running now; when serve
+	// exits it is stopped and removed (libcontainer's state root).
+	mcpContainers := func() []string {
+		ents, _ := os.ReadDir("/run/agentnode/libcontainer")
+		var out []string
+		for _, ent := range ents {
+			if strings.HasPrefix(ent.Name(), "an-mcp-") {
+				out = append(out, ent.Name())
+			}
+		}
+		return out
+	}
+	if n := len(mcpContainers()); n != 1 {
+		t.Errorf("%d MCP server containers while serving, want 1", n)
+	}
+	_ = cs.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(mcpContainers()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := mcpContainers(); len(left) > 0 {
+		t.Fatalf("MCP server containers left after serve exited: %v\nstderr: %s", left, stderr)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
@@ -58,6 +59,10 @@ type Kernel struct {
 	PromptTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MCPServers keeps the servers of mcp_server packages running across
+	// calls (agentnode mcp serve); nil starts one per call and stops it
+	// after (mcp.go).
+	MCPServers *MCPServers
 }
 
 // Request is one tool call.
@@ -123,6 +128,11 @@ type state struct {
 	// fully ("unconfined: landlock unavailable"), for the audit records'
 	// reason (confine.go).
 	confineNote string
+	// lockEntry is the package's lockfile entry when it verified and names
+	// the installed version and artifact (nil otherwise); mcp is the
+	// checked launch of an mcp_server package (mcp.go).
+	lockEntry *lock.Value
+	mcp       *mcpPlan
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no

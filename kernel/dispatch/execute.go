@@ -27,8 +27,11 @@ type toolRun struct {
 // protocol, and fills the outcome. A tool that ran and failed is not an
 // error of the pipeline: it sets OK=false and a non-zero exit code.
 func stageExecute(ctx context.Context, st *state) error {
-	if st.pkg.Manifest.PackageType == manifest.TypeAgent {
+	switch st.pkg.Manifest.PackageType {
+	case manifest.TypeAgent:
 		return executeAgent(ctx, st) // agent.go: the agent protocol
+	case manifest.TypeMCPServer:
+		return executeMCP(ctx, st) // mcp.go: one guarded tools/call
 	}
 	stdin, err := toolio.EncodeRequest(st.tool.Name, st.req.Input)
 	if err != nil {

@@ -103,6 +103,7 @@ func stageLockfile(_ context.Context, st *state) error {
 		}
 	}
 	if entryStatus == lock.Verified && entryMatches {
+		st.lockEntry = entry // mcp.go: the sealed MCP launch
 		st.lockTrust = lockString(entry, "trust_level")
 		if st.lockTrust == "" && entry.Get("trust_level") != nil {
 			st.lockTrust = trust.LevelUnknown // present but not a string: the lowest tier

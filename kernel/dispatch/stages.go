@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -145,13 +146,17 @@ func stageMinimumTrust(_ context.Context, st *state) error {
 // always go to the sandbox; trusted/curated follow sandbox.host_trust_policy;
 // agents never run on the host. A host placement needs the confinement
 // sandbox.host_confinement asks for (checkHostConfinement); a sandbox one
-// a backend that is available now (checkSandbox).
+// a backend that is available now (checkSandbox). An mcp_server package
+// must be preinstalled and pinned first (checkMCPLaunch).
 func stagePlacement(ctx context.Context, st *state) error {
 	m := st.pkg.Manifest
-	if m.PackageType == "mcp_server" {
-		return reason.New(reason.MCPNotPreinstalled, "MCP server packages are %w", errStageUnavailable)
-	}
-	if m.Runtime != "exec" {
+	if m.PackageType == manifest.TypeMCPServer {
+		// Preinstalled and pinned, from the sealed lockfile entry when
+		// there is one (mcp.go); then placed like a toolpack.
+		if err := checkMCPLaunch(st); err != nil {
+			return err
+		}
+	} else if m.Runtime != "exec" {
 		return reason.New(reason.PolicyDenied, "runtime %q is %w", m.Runtime, errStageUnavailable)
 	}
 	placement := PlacementSandbox
@@ -180,6 +185,11 @@ func stagePlacement(ctx context.Context, st *state) error {
 	}
 	st.res.Placement = placement
 	if placement == PlacementHost {
+		if st.mcp != nil {
+			if err := resolveMCPInterpreter(st); err != nil {
+				return err
+			}
+		}
 		// Refuse here, before any decision record says allow, what the
 		// host executor would refuse (kernel/hostexec checks it again).
 		return checkHostConfinement(st)

@@ -22,7 +22,14 @@
 //     PACK_DIR set to the resolved package directory. These three always
 //     replace any value of the same name in Request.Env.
 //   - stdin: Request.Stdin, written by its own goroutine and then closed; a
-//     tool that never reads it does not block the host.
+//     tool that never reads it does not block the host. Long-lived tools that
+//     speak a protocol (an MCP server) get Request.StdinStream and
+//     Request.StdoutStream instead: both streamed as they arrive, stdout
+//     without the MaxStdout cap (the reader bounds it), and a reader that
+//     stops reading kills the tool.
+//   - With Request.Interpreter, the process is that program (a system
+//     interpreter the caller resolved) with the entrypoint as its first
+//     argument; the entrypoint then need not be executable.
 //   - Its own process group (Setpgid) and SIGKILL as its parent-death signal
 //     (Pdeathsig), so it dies with the agentnode process.
 //   - With Request.Confine: the confinement of kernel/confine, applied to
@@ -79,6 +86,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -131,6 +139,26 @@ type Request struct {
 	// Confine, when set, runs the tool confined: no capabilities,
 	// Landlock and seccomp (see Confinement). Nil runs it unconfined.
 	Confine *Confinement
+
+	// Interpreter, when set, is the absolute path of a program outside the
+	// package that runs the entrypoint (a script): the process is
+	// [Interpreter, resolved entrypoint, Args...], and the entrypoint need
+	// not be executable. The caller chooses and resolves it (an allowlist
+	// on a fixed system PATH); Run only checks it is an absolute path to a
+	// regular executable file.
+	Interpreter string
+	// StdinStream, when set, replaces Stdin: it is copied to the tool's
+	// stdin as it arrives, until it returns EOF or an error, then stdin is
+	// closed. Run does not wait for the copy once the tool has ended: a
+	// copy blocked in StdinStream.Read ends when the caller closes the
+	// stream (e.g. the write end of an io.Pipe).
+	StdinStream io.Reader
+	// StdoutStream, when set, receives the tool's stdout as it arrives
+	// instead of Result.Stdout, for long-lived tools that speak a protocol
+	// (an MCP server). MaxStdout does not apply: the reader bounds what it
+	// accepts. A failed write kills the tool's process group (the reader
+	// stopped reading), and Run reports the run as ended by the tool.
+	StdoutStream io.Writer
 }
 
 // Result is the outcome of a run whose process was started.
@@ -168,9 +196,16 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, reason.New(reason.Timeout, "hostexec: not started: %w", err)
 	}
-	packDir, entry, err := resolveEntrypoint(req.PackageDir, req.Entrypoint)
+	packDir, entry, err := resolveEntrypoint(req.PackageDir, req.Entrypoint, req.Interpreter == "")
 	if err != nil {
 		return nil, err
+	}
+	exe, args := entry, req.Args
+	if req.Interpreter != "" {
+		if err := checkInterpreter(req.Interpreter); err != nil {
+			return nil, err
+		}
+		exe, args = req.Interpreter, append([]string{entry}, req.Args...)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
@@ -222,11 +257,11 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	start := time.Now()
 	var cmd *exec.Cmd
 	if plan == nil {
-		cmd, err = startTool(entry, req.Args, env, work, p)
+		cmd, err = startTool(exe, args, env, work, p)
 	} else {
 		var release func()
 		release, err = confine.Start(plan.policy(packDir, work), func() (err error) {
-			cmd, err = startTool(entry, req.Args, env, work, p)
+			cmd, err = startTool(exe, args, env, work, p)
 			return err
 		})
 		if release != nil {
@@ -248,7 +283,10 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	stdinDone := make(chan struct{})
 	go func() {
 		defer close(stdinDone)
-		if len(req.Stdin) > 0 {
+		if req.StdinStream != nil {
+			// EPIPE when the tool is gone: the copy ends.
+			_, _ = io.Copy(p.stdinW, req.StdinStream)
+		} else if len(req.Stdin) > 0 {
 			// EPIPE when the tool exits without reading: nothing to do.
 			_, _ = p.stdinW.Write(req.Stdin)
 		}
@@ -260,8 +298,12 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 		stdout  = &limitedBuffer{max: maxOut, onOverflow: grp.kill}
 		stderr  = newHeadTail(maxErr)
 	)
+	stdoutSink := stdout.write
+	if req.StdoutStream != nil {
+		stdoutSink = streamTo(req.StdoutStream, grp.kill)
+	}
 	readers.Add(2)
-	go func() { defer readers.Done(); drain(p.stdoutR, 32<<10, stdout.write) }()
+	go func() { defer readers.Done(); drain(p.stdoutR, 32<<10, stdoutSink) }()
 	go func() { defer readers.Done(); drain(p.stderrR, 8<<10, stderr.write) }()
 
 	exited := make(chan struct{})
@@ -310,7 +352,9 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	}
 	grace.Stop()
 	p.closeParent() // also unblocks a stdin write the tool never read
-	<-stdinDone
+	if req.StdinStream == nil {
+		<-stdinDone
+	}
 
 	ps := cmd.ProcessState
 	if ps == nil {
@@ -338,7 +382,7 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 // resolveEntrypoint returns the package directory and the entrypoint with
 // all symlinks resolved, refusing anything that is not a regular executable
 // file inside the package.
-func resolveEntrypoint(packageDir, entrypoint string) (dir, path string, err error) {
+func resolveEntrypoint(packageDir, entrypoint string, needExec bool) (dir, path string, err error) {
 	refuse := func(why string, cause error) error {
 		inner := ErrEntrypoint
 		if cause != nil {
@@ -375,10 +419,40 @@ func resolveEntrypoint(packageDir, entrypoint string) (dir, path string, err err
 		return "", "", refuse("cannot stat", err)
 	case !fi.Mode().IsRegular():
 		return "", "", refuse("not a regular file", nil)
-	case fi.Mode().Perm()&0o111 == 0:
+	case needExec && fi.Mode().Perm()&0o111 == 0:
 		return "", "", refuse("not executable", nil)
 	}
 	return dir, path, nil
+}
+
+// checkInterpreter refuses an interpreter that is not an absolute path to
+// a regular executable file.
+func checkInterpreter(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case !filepath.IsAbs(p):
+		return reason.New(reason.IntegrityDenied, "hostexec: interpreter %q is not an absolute path: %w", p, ErrEntrypoint)
+	case err != nil:
+		return reason.New(reason.IntegrityDenied, "hostexec: interpreter %q: %w", p, fmt.Errorf("%w: %w", ErrEntrypoint, err))
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		return reason.New(reason.IntegrityDenied, "hostexec: interpreter %q is not an executable file: %w", p, ErrEntrypoint)
+	}
+	return nil
+}
+
+// streamTo returns a sink that writes to w and calls stop once when a write
+// fails (later chunks are dropped).
+func streamTo(w io.Writer, stop func()) func([]byte) {
+	failed := false
+	return func(p []byte) {
+		if failed {
+			return
+		}
+		if _, err := w.Write(p); err != nil {
+			failed = true
+			stop()
+		}
+	}
 }
 
 // toolEnv returns base without HOME, TMPDIR and PACK_DIR, followed by the

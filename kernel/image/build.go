@@ -13,7 +13,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
 // DefaultBusybox is where Debian's busybox-static installs busybox.
@@ -32,6 +35,13 @@ const DefaultBusybox = "/bin/busybox"
 
 // maxBusybox bounds the busybox binary read into memory.
 const maxBusybox = 64 << 20
+
+// ForwarderName is the egress forwarder's file name in bin/, next to the
+// agentnode executable (built by `make build` from sdk/sandbox/forwarder).
+const ForwarderName = "agentnode-egress-forwarder"
+
+// maxForwarder bounds the forwarder binary read into memory.
+const maxForwarder = 32 << 20
 
 // ErrNotStatic is returned by Build for a busybox that is not a statically
 // linked ELF executable: it would not run in the image, which has no libc.
@@ -67,13 +77,20 @@ type BuildOptions struct {
 	// BusyboxPath is the statically linked busybox to copy into the image;
 	// empty means DefaultBusybox.
 	BusyboxPath string
+	// ForwarderPath is the statically linked egress forwarder
+	// (sdk/sandbox/forwarder) baked into the image at
+	// profile.EgressForwarderPath; empty means ForwarderName next to the
+	// running executable (bin/agentnode-egress-forwarder beside
+	// bin/agentnode).
+	ForwarderPath string
 }
 
-// Build builds the default sandbox image from opts.BusyboxPath, writes it
-// into the OCI layout of homeDir (annotated with its tag), unpacks its
-// rootfs for libcontainer and returns it. The same busybox bytes always give
-// the same image: building again is a no-op apart from repairing a layout
-// blob or rootfs that no longer matches.
+// Build builds the default sandbox image from opts.BusyboxPath and
+// opts.ForwarderPath, writes it into the OCI layout of homeDir (annotated
+// with its tag), unpacks its rootfs for libcontainer and returns it. The
+// same busybox and forwarder bytes always give the same image: building
+// again is a no-op apart from repairing a layout blob or rootfs that no
+// longer matches.
 func Build(homeDir string, opts BuildOptions) (*Image, error) {
 	bb := opts.BusyboxPath
 	if bb == "" {
@@ -83,71 +100,104 @@ func Build(homeDir string, opts BuildOptions) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := newLayer(rootfsTar(bin))
+	fwdPath, err := forwarderPath(opts.ForwarderPath)
 	if err != nil {
 		return nil, err
 	}
-	img, err := imageFor(layer, arch, bin)
+	fwd, fwdArch, err := readStatic(fwdPath, "egress forwarder", maxForwarder,
+		"build it with `make build` (CGO_ENABLED=0)")
+	if err != nil {
+		return nil, err
+	}
+	if fwdArch != arch {
+		return nil, fmt.Errorf("egress forwarder %s is for %s, busybox for %s", fwdPath, fwdArch, arch)
+	}
+	layer, err := newLayer(rootfsTar(bin, fwd))
+	if err != nil {
+		return nil, err
+	}
+	img, err := imageFor(layer, arch, bin, fwd)
 	if err != nil {
 		return nil, err
 	}
 	return store(homeDir, img, layer)
 }
 
+// forwarderPath is p, or ForwarderName beside the running executable.
+func forwarderPath(p string) (string, error) {
+	if p != "" {
+		return p, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("egress forwarder: locating the agentnode executable: %w", err)
+	}
+	return filepath.Join(filepath.Dir(exe), ForwarderName), nil
+}
+
 // readBusybox reads the busybox at path and checks that it is a statically
 // linked ELF executable for a supported architecture. It returns the bytes
 // and the image architecture (GOARCH spelling).
 func readBusybox(path string) ([]byte, string, error) {
-	f, err := os.Open(path)
+	data, arch, err := readStatic(path, "busybox", maxBusybox, "install busybox-static")
 	if err != nil {
-		return nil, "", fmt.Errorf("busybox: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, "", fmt.Errorf("busybox: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, "", fmt.Errorf("busybox %s is not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBusybox+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("busybox: %w", err)
-	}
-	if len(data) > maxBusybox {
-		return nil, "", fmt.Errorf("busybox %s is larger than %d bytes", path, maxBusybox)
-	}
-	ef, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: %s is not an ELF file: %w", ErrNotStatic, path, err)
-	}
-	defer ef.Close()
-	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
-		return nil, "", fmt.Errorf("%w: %s is an ELF %s, not an executable", ErrNotStatic, path, ef.Type)
-	}
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_INTERP {
-			interp, _ := io.ReadAll(io.LimitReader(p.Open(), 4096))
-			return nil, "", fmt.Errorf("%w: %s is dynamically linked (interpreter %s); install busybox-static",
-				ErrNotStatic, path, strings.TrimRight(string(interp), "\x00"))
-		}
-	}
-	if libs, err := ef.ImportedLibraries(); err == nil && len(libs) > 0 {
-		return nil, "", fmt.Errorf("%w: %s needs shared libraries %v; install busybox-static", ErrNotStatic, path, libs)
-	}
-	var arch string
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		arch = "amd64"
-	case elf.EM_AARCH64:
-		arch = "arm64"
-	default:
-		return nil, "", fmt.Errorf("busybox %s is for %s, not amd64 or arm64", path, ef.Machine)
+		return nil, "", err
 	}
 	if !bytes.Contains(data, []byte("BusyBox v")) {
 		return nil, "", fmt.Errorf("%s is a static executable but not busybox", path)
 	}
 	return data, arch, nil
+}
+
+// readStatic reads the file at path (what names it in errors, at most max
+// bytes) and checks that it is a statically linked ELF executable for a
+// supported architecture; hint says how to get one. It returns the bytes
+// and the architecture (GOARCH spelling).
+func readStatic(path, what string, max int, hint string) ([]byte, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w (%s)", what, err, hint)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("%s %s is not a regular file", what, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", what, err)
+	}
+	if len(data) > max {
+		return nil, "", fmt.Errorf("%s %s is larger than %d bytes", what, path, max)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s %s is not an ELF file: %w", ErrNotStatic, what, path, err)
+	}
+	defer ef.Close()
+	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
+		return nil, "", fmt.Errorf("%w: %s %s is an ELF %s, not an executable", ErrNotStatic, what, path, ef.Type)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			interp, _ := io.ReadAll(io.LimitReader(p.Open(), 4096))
+			return nil, "", fmt.Errorf("%w: %s %s is dynamically linked (interpreter %s); %s",
+				ErrNotStatic, what, path, strings.TrimRight(string(interp), "\x00"), hint)
+		}
+	}
+	if libs, err := ef.ImportedLibraries(); err == nil && len(libs) > 0 {
+		return nil, "", fmt.Errorf("%w: %s %s needs shared libraries %v; %s", ErrNotStatic, what, path, libs, hint)
+	}
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		return data, "amd64", nil
+	case elf.EM_AARCH64:
+		return data, "arm64", nil
+	}
+	return nil, "", fmt.Errorf("%s %s is for %s, not amd64 or arm64", what, path, ef.Machine)
 }
 
 // tarEntry is one file of the image's layer.
@@ -160,9 +210,34 @@ type tarEntry struct {
 	uid  int // owner; 0 unless set
 }
 
+// egressEntries are the layer's entries for sealed egress: the forwarder
+// at profile.EgressForwarderPath and an empty regular file at
+// profile.EgressSocketPath, the mount point of the host's socket (the
+// rootfs is read-only, and a runtime must not create it in the unpacked
+// image), with their parent directories.
+func egressEntries(forwarder []byte) []tarEntry {
+	var out []tarEntry
+	seen := map[string]bool{}
+	parents := func(p string) {
+		for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+			name := strings.TrimPrefix(d, "/") + "/"
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, tarEntry{name: name, typ: tar.TypeDir, mode: 0o755})
+			}
+		}
+	}
+	parents(profile.EgressForwarderPath)
+	parents(profile.EgressSocketPath)
+	return append(out,
+		tarEntry{name: strings.TrimPrefix(profile.EgressForwarderPath, "/"), typ: tar.TypeReg, mode: 0o755, body: forwarder},
+		tarEntry{name: strings.TrimPrefix(profile.EgressSocketPath, "/"), typ: tar.TypeReg, mode: 0o444},
+	)
+}
+
 // rootfsTar returns the layer's uncompressed tar: sorted entries, every
 // entry owned by 0:0 with mtime epoch, USTAR format.
-func rootfsTar(busybox []byte) []byte {
+func rootfsTar(busybox, forwarder []byte) []byte {
 	dir := func(n string) tarEntry { return tarEntry{name: n + "/", typ: tar.TypeDir, mode: 0o755} }
 	file := func(n string, mode int64, body string) tarEntry {
 		return tarEntry{name: n, typ: tar.TypeReg, mode: mode, body: []byte(body)}
@@ -191,6 +266,12 @@ func rootfsTar(busybox []byte) []byte {
 	}
 	for _, a := range Applets {
 		entries = append(entries, tarEntry{name: "bin/" + a, typ: tar.TypeSymlink, mode: 0o777, link: "busybox"})
+	}
+	for _, e := range egressEntries(forwarder) {
+		// usr/ is there already.
+		if !slices.ContainsFunc(entries, func(x tarEntry) bool { return x.name == e.name }) {
+			entries = append(entries, e)
+		}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 
@@ -270,7 +351,7 @@ var _ v1.Layer = (*layer)(nil)
 
 // imageFor assembles the image: OCI media types, a fixed config and the one
 // layer.
-func imageFor(l *layer, arch string, busybox []byte) (v1.Image, error) {
+func imageFor(l *layer, arch string, busybox, forwarder []byte) (v1.Image, error) {
 	cfg := &v1.ConfigFile{
 		Architecture: arch,
 		OS:           "linux",
@@ -292,8 +373,9 @@ func imageFor(l *layer, arch string, busybox []byte) (v1.Image, error) {
 	img, err = mutate.Append(img, mutate.Addendum{
 		Layer: l,
 		History: v1.History{
-			Created:   v1.Time{Time: epoch},
-			CreatedBy: "agentnode sandbox build: busybox " + sha256Hash(busybox).String(),
+			Created: v1.Time{Time: epoch},
+			CreatedBy: "agentnode sandbox build: busybox " + sha256Hash(busybox).String() +
+				", egress forwarder " + sha256Hash(forwarder).String(),
 		},
 	})
 	if err != nil {

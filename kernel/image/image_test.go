@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,12 +12,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 // hostBusybox returns /bin/busybox, skipping when it is not installed
@@ -32,9 +35,34 @@ func hostBusybox(t testing.TB) string {
 	return DefaultBusybox
 }
 
+var (
+	forwarderOnce sync.Once
+	forwarderBin  string
+	forwarderErr  error
+)
+
+// testForwarder builds the egress forwarder once per test process, the way
+// `make build` does.
+func testForwarder(t testing.TB) string {
+	t.Helper()
+	forwarderOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "image-test-forwarder-")
+		if err != nil {
+			forwarderErr = err
+			return
+		}
+		forwarderBin = filepath.Join(dir, ForwarderName)
+		forwarderErr = sandboxtest.BuildForwarder(context.Background(), forwarderBin)
+	})
+	if forwarderErr != nil {
+		t.Fatal(forwarderErr)
+	}
+	return forwarderBin
+}
+
 func build(t testing.TB, homeDir, busybox string) *Image {
 	t.Helper()
-	img, err := Build(homeDir, BuildOptions{BusyboxPath: busybox})
+	img, err := Build(homeDir, BuildOptions{BusyboxPath: busybox, ForwarderPath: testForwarder(t)})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -129,7 +157,7 @@ func TestBuildRefusesNonStaticBusybox(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		h := t.TempDir()
-		_, err := Build(h, BuildOptions{BusyboxPath: p})
+		_, err := Build(h, BuildOptions{BusyboxPath: p, ForwarderPath: testForwarder(t)})
 		if !errors.Is(err, ErrNotStatic) {
 			t.Errorf("Build(%s) = %v, want ErrNotStatic", p, err)
 		}
@@ -137,7 +165,7 @@ func TestBuildRefusesNonStaticBusybox(t *testing.T) {
 			t.Errorf("Build(%s) failed but wrote %s/images", p, h)
 		}
 	}
-	if _, err := Build(t.TempDir(), BuildOptions{BusyboxPath: "/nonexistent/busybox"}); err == nil {
+	if _, err := Build(t.TempDir(), BuildOptions{BusyboxPath: "/nonexistent/busybox", ForwarderPath: testForwarder(t)}); err == nil {
 		t.Error("Build with a missing busybox succeeded")
 	}
 }
@@ -208,7 +236,8 @@ func TestLayerAndConfigAreFixed(t *testing.T) {
 	}
 	want := map[string]byte{"bin/busybox": tar.TypeReg, "etc/passwd": tar.TypeReg, "etc/group": tar.TypeReg,
 		"tmp/": tar.TypeDir, "sandbox-home/": tar.TypeDir, "pack/": tar.TypeDir, "proc/": tar.TypeDir,
-		"sys/": tar.TypeDir, "dev/": tar.TypeDir, "usr/bin/": tar.TypeDir}
+		"sys/": tar.TypeDir, "dev/": tar.TypeDir, "usr/bin/": tar.TypeDir,
+		"usr/libexec/agentnode/egress-forwarder": tar.TypeReg, "run/agentnode/egress.sock": tar.TypeReg}
 	for _, a := range Applets {
 		want["bin/"+a] = tar.TypeSymlink
 	}

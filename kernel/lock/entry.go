@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
 )
 
@@ -27,7 +28,9 @@ type EntryInfo struct {
 // agent's, or the one every tool shares), artifact_hash, publisher_slug
 // (the manifest's publisher, so entries are canonical_version 3), tools
 // (capabilities.tools), permissions, agent, connector, env_requirements and,
-// for MCP servers, mcp_command, mcp_env_keys and mcp_allowed_domains.
+// for MCP servers, mcp_command, mcp_env_keys, mcp_allowed_domains and the
+// preinstall fields mcp_preinstalled, mcp_preinstall ({manager, package,
+// version, artifact_hash}) and mcp_preinstall_command.
 // Mutable fields: installed_at, source, install_path, and trust_level and
 // last_trust_check only if info names a tier (agentnode install does not:
 // specs/lockfile.md).
@@ -61,6 +64,24 @@ func EntryFor(p *store.Package, info EntryInfo) (*Value, error) {
 	}
 	setIf(e, "mcp_command", mcp.Get("command"))
 	setIf(e, "mcp_env_keys", mcp.Get("env_keys"))
+	if m.PackageType == manifest.TypeMCPServer && m.MCP != nil && m.MCP.Install != nil {
+		// Load admitted it, so the server is preinstalled in the package
+		// (specs/mcp.md): the pin, the tree it lives in (the package's
+		// own content hash: there is no separate volume, so no
+		// mcp_sandbox_volume) and the command that starts it.
+		e.Set("mcp_preinstalled", &Value{Kind: Bool, Bool: true})
+		e.Set("mcp_preinstall", Obj(
+			Member{"manager", Str(m.MCP.Install.Manager)},
+			Member{"package", Str(m.MCP.Install.Package)},
+			Member{"version", Str(m.MCP.Install.Version)},
+			Member{"artifact_hash", Str(p.ArtifactHash)},
+		))
+		cmd := &Value{Kind: Array}
+		for _, a := range m.MCP.Command {
+			cmd.Arr = append(cmd.Arr, Str(a))
+		}
+		e.Set("mcp_preinstall_command", cmd)
+	}
 	setIf(e, "mcp_allowed_domains", mcp.Get("allowed_domains"))
 
 	e.Set("installed_at", Str(p.InstalledAt.UTC().Format(time.RFC3339)))

@@ -52,6 +52,7 @@ func check(m *Manifest, dir string) []Problem {
 	if m.MCP != nil && len(m.MCP.AllowedDomains) > 0 && m.Permissions.Network.Level == NetworkNone {
 		bad("mcp_server.allowed_domains", "must be empty when permissions.network.level is none")
 	}
+	problems = append(problems, checkMCP(m, dir)...) // mcp.go: preinstalled and pinned
 	seen := map[string]int{}
 	for i, t := range m.Tools {
 		f := fmt.Sprintf("capabilities.tools[%d]", i)

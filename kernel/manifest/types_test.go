@@ -35,7 +35,7 @@ func mcpManifest() map[string]any {
 	m["mcp_server"] = map[string]any{
 		"name":            "echo",
 		"transport":       "stdio",
-		"command":         []any{"node", "/install/bin/echo-mcp"},
+		"command":         []any{"node", "/pack/bin/echo"},
 		"env_keys":        []any{"ECHO_TOKEN"},
 		"allowed_domains": []any{"api.example.com"},
 		"install":         map[string]any{"manager": "npm", "package": "@scope/echo-mcp", "version": "1.2.3"},

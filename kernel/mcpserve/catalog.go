@@ -92,10 +92,15 @@ func Scan(homeDir string) (*Catalog, error) {
 		skip := Skipped{Package: p.ID, Version: p.Version, PackageType: m.PackageType}
 		switch {
 		case m.PackageType == manifest.TypeMCPServer:
-			skip.Code = string(reason.MCPNotPreinstalled)
-			skip.Reason = "MCP server packages are not runnable yet"
-			c.Skipped = append(c.Skipped, skip)
-			continue
+			// Its declared tools, if the server is preinstalled and
+			// pinned (the kernel checks again, from the lockfile, on
+			// every call).
+			if _, err := manifest.CheckMCPLaunch(m.MCP, p.Dir); err != nil {
+				skip.Code = string(reason.CodeOf(err))
+				skip.Reason = err.Error()
+				c.Skipped = append(c.Skipped, skip)
+				continue
+			}
 		case m.PackageType != manifest.TypeToolpack:
 			skip.Reason = fmt.Sprintf("%s packages are not exposed over MCP (run them with `agentnode run`)", m.PackageType)
 			c.Skipped = append(c.Skipped, skip)

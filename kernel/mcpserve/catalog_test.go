@@ -80,7 +80,8 @@ version: 3.0.0
 summary: An MCP server
 runtime: mcp
 mcp_server:
-  command: [node, /install/server.js]
+  command: [/pack/bin/tool]
+  install: {manager: npm, package: some-mcp, version: 3.0.0}
 capabilities:
   tools:
     - {name: srv, description: Srv, entrypoint: srv, input_schema: {type: object}}
@@ -114,10 +115,15 @@ func TestScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Tools) != 2 {
+	if len(c.Tools) != 3 {
 		t.Fatalf("tools: %+v", c.Tools)
 	}
-	echo, untyped := c.Tools[0], c.Tools[1]
+	echo, untyped, srv := c.Tools[0], c.Tools[1], c.Tools[2]
+	// A preinstalled, pinned MCP server's declared tools are exposed like
+	// a toolpack's.
+	if srv.Name != "some-mcp__srv" || srv.Package != "some-mcp" || srv.Tool != "srv" || srv.Version != "3.0.0" {
+		t.Fatalf("mcp server tool: %+v", srv)
+	}
 	if echo.Name != "alpha-pack__echo" || echo.Package != "alpha-pack" || echo.Tool != "echo" ||
 		echo.Version != "1.0.0" || echo.Description != "Echo it" || echo.ActionType != "read" {
 		t.Fatalf("echo: %+v", echo)
@@ -144,13 +150,10 @@ func TestScan(t *testing.T) {
 	if s := why["alpha-pack/scalar"]; !strings.Contains(s.Reason, `type "string"`) {
 		t.Errorf("scalar tool: %+v", s)
 	}
-	if s := why["some-mcp/"]; s.Code != "mcp_not_preinstalled" || !strings.Contains(s.Reason, "not runnable yet") || s.Version != "3.0.0" {
-		t.Errorf("mcp server: %+v", s)
-	}
 	if s := why["some-agent/"]; s.PackageType != "agent" || !strings.Contains(s.Reason, "not exposed") {
 		t.Errorf("agent: %+v", s)
 	}
-	if len(c.Skipped) != 3 {
+	if len(c.Skipped) != 2 {
 		t.Errorf("skipped: %+v", c.Skipped)
 	}
 }

@@ -5,7 +5,9 @@
 // audited tools.
 //
 // What is exposed (Scan): every tool of every installed toolpack with
-// runtime exec, under the MCP name "<package>__<tool>". Package ids are
+// runtime exec, and every declared tool of every installed mcp_server
+// package that is preinstalled and pinned (specs/mcp.md), under the MCP
+// name "<package>__<tool>". Package ids are
 // [a-z0-9-]{3,60} and tool names [A-Za-z0-9_][A-Za-z0-9_.-]{0,63}, so the
 // name is at most 126 characters of MCP's [A-Za-z0-9_.-] (limit 128), and
 // the first "__" always ends the package id: two different tools never map
@@ -14,9 +16,17 @@
 // (with "type":"object" added if it has no type; any other type is not
 // exposed), outputSchema its output_schema when that describes an object.
 // Not exposed, with the reason in `agentnode mcp status`: mcp_server
-// packages (not runnable yet, mcp_not_preinstalled), agent packages (run
-// with `agentnode run`), other runtimes, packages the store cannot read.
+// packages that are not preinstalled or not pinned (mcp_not_preinstalled,
+// mcp_unpinned), the tools an MCP server offers but its package does not
+// declare (never listed, never called), agent packages (run with
+// `agentnode run`), other runtimes, packages the store cannot read.
 // Nothing about trust or policy is decided when listing.
+//
+// An mcp_server package's server is started at its first call, on the
+// placement the kernel decides, and kept running for the next calls
+// (dispatch.MCPServers): each call still goes through the whole pipeline
+// and the Guard proxy (kernel/mcpproxy). A server that died, failed a call
+// or timed out is replaced at the next call; Close stops them all.
 //
 // Per call: the kernel re-reads the config, re-checks the lockfile and
 // re-hashes the installed artifact, then decides and audits exactly as

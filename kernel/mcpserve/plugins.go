@@ -15,6 +15,9 @@ import (
 // is closed, with its plugin processes, when its last call has returned.
 type pluginPool struct {
 	newHost func() *pluginhost.Host
+	// beforeClose, if set, runs before a host is closed (to stop what
+	// runs through its plugins).
+	beforeClose func(*pluginhost.Host)
 
 	mu     sync.Mutex
 	cur    *generation
@@ -54,9 +57,17 @@ func (p *pluginPool) release(g *generation, stale bool) {
 	closeIt := g.retired && g.refs == 0
 	p.mu.Unlock()
 	if closeIt {
-		g.host.Close()
-		p.open.Done()
+		p.closeHost(g)
 	}
+}
+
+// closeHost closes a retired host nobody uses any more.
+func (p *pluginPool) closeHost(g *generation) {
+	if p.beforeClose != nil {
+		p.beforeClose(g.host)
+	}
+	g.host.Close()
+	p.open.Done()
 }
 
 // close retires the current host; it is closed now or when its last call
@@ -74,8 +85,7 @@ func (p *pluginPool) close() {
 	}
 	p.mu.Unlock()
 	if closeIt {
-		g.host.Close()
-		p.open.Done()
+		p.closeHost(g)
 	}
 }
 

@@ -50,6 +50,9 @@ type Server struct {
 	opts    Options
 	mcp     *mcp.Server
 	plugins *pluginPool
+	// servers keeps the mcp_server packages' servers running across
+	// calls.
+	servers *dispatch.MCPServers
 
 	// mu guards registered and serializes refreshes.
 	mu         sync.Mutex
@@ -72,9 +75,13 @@ func New(opts Options) *Server {
 		homeDir := opts.Kernel.HomeDir
 		opts.NewPlugins = func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: homeDir}) }
 	}
+	servers := dispatch.NewMCPServers()
 	s := &Server{
-		opts:       opts,
-		plugins:    &pluginPool{newHost: opts.NewPlugins},
+		opts: opts,
+		// A retired plugin host's sandbox may run MCP servers: they are
+		// stopped (their containers removed) before it is closed.
+		plugins:    &pluginPool{newHost: opts.NewPlugins, beforeClose: servers.StopFor},
+		servers:    servers,
 		registered: map[string][]byte{},
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version},
@@ -118,7 +125,11 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 func (s *Server) Close() bool {
 	s.plugins.close()
 	done := make(chan struct{})
-	go func() { s.plugins.open.Wait(); close(done) }()
+	go func() {
+		s.plugins.open.Wait()
+		s.servers.Close() // no call is running any more
+		close(done)
+	}()
 	select {
 	case <-done:
 		return true
@@ -268,6 +279,7 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	}
 	k := s.opts.Kernel // a copy per call: the kernel keeps no per-call state of its own
 	k.Plugins = g.host
+	k.MCPServers = s.servers
 	k.Interactive = false
 	k.Ask = nil
 	out, runErr := k.Run(ctx, &dispatch.Request{Package: pkg, Tool: tool, Input: input})

@@ -94,6 +94,15 @@ type Spec struct {
 	// milliseconds, rounded up.
 	Timeout time.Duration
 	Network bool // false: loopback only
+	// EgressSocket is the host path of a unix socket, the only way out of
+	// a sandbox whose egress is sealed (the host's CONNECT proxy). When it
+	// is set, the backend mounts it read-only (connect(2) still works) at
+	// profile.EgressSocketPath, runs the command under the image's egress
+	// forwarder (pid 1, which serves the socket on the container's
+	// 127.0.0.1 as an HTTP proxy) and sets HTTPS_PROXY and friends to it;
+	// the network namespace keeps only loopback. Empty: no egress. The
+	// socket must be connectable by the sandbox user (uid 1000).
+	EgressSocket string
 }
 
 // RunRequest is a Spec plus the process's standard streams. Nil Stdin is an
@@ -178,8 +187,9 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 			Cpus:        s.Limits.CPUs,
 			TmpBytes:    s.Limits.TmpBytes,
 		},
-		TimeoutMs: timeoutToMillis(s.Timeout),
-		Network:   s.Network,
+		TimeoutMs:    timeoutToMillis(s.Timeout),
+		Network:      s.Network,
+		EgressSocket: s.EgressSocket,
 	}, nil
 }
 
@@ -203,8 +213,9 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 			CPUs:        l.GetCpus(),
 			TmpBytes:    l.GetTmpBytes(),
 		},
-		Timeout: time.Duration(ms) * time.Millisecond,
-		Network: p.GetNetwork(),
+		Timeout:      time.Duration(ms) * time.Millisecond,
+		Network:      p.GetNetwork(),
+		EgressSocket: p.GetEgressSocket(),
 	}, nil
 }
 

@@ -113,7 +113,7 @@ func containerConfig(run sandbox.Spec, owner string) (*containerSpec, error) {
 	if res.Ulimits, err = ulimits(p.Rlimits); err != nil {
 		return nil, err
 	}
-	tmpfs, shmSize, pack, err := mounts(s.Mounts)
+	tmpfs, shmSize, binds, err := mounts(s.Mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func containerConfig(run sandbox.Spec, owner string) (*containerSpec, error) {
 		Tmpfs:         tmpfs,
 		ShmSize:       shmSize,
 		Resources:     res,
-		Mounts:        []mount.Mount{pack},
+		Mounts:        binds,
 		MaskedPaths:   nonNil(s.Linux.MaskedPaths),
 		ReadonlyPaths: nonNil(s.Linux.ReadonlyPaths),
 		Init:          &no,
@@ -239,40 +239,44 @@ var tmpfsFlags = map[string]bool{"nosuid": true, "nodev": true, "noexec": true, 
 // mounts maps the profile's mounts. Docker manages /proc, /dev, /dev/shm
 // (only its size is ours), /dev/mqueue, /sys and /sys/fs/cgroup itself; the
 // profile's tmpfs mounts become HostConfig.Tmpfs with the same options and
-// the package becomes a non-recursive read-only bind. Anything else is
-// refused rather than silently dropped.
-func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, pack mount.Mount, err error) {
+// the package becomes a non-recursive read-only bind, first in binds; with
+// sealed egress the host's socket follows as a non-recursive read-only bind
+// at profile.EgressSocketPath (connect(2) works through a read-only mount).
+// Anything else is refused rather than silently dropped.
+func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []mount.Mount, err error) {
 	tmpfs = map[string]string{}
 	havePack := false
+	var pack mount.Mount
+	var egress []mount.Mount
 	for _, m := range ms {
 		switch {
 		case engineManaged[m.Destination] && m.Type == engineManagedType[m.Destination]:
 			if m.Destination == "/dev/shm" {
 				size, ok := option(m.Options, "size=")
 				if !ok {
-					return nil, 0, mount.Mount{}, errors.New("profile: /dev/shm has no size")
+					return nil, 0, nil, errors.New("profile: /dev/shm has no size")
 				}
 				if shmSize, err = units.RAMInBytes(size); err != nil || shmSize <= 0 {
-					return nil, 0, mount.Mount{}, fmt.Errorf("profile: /dev/shm size %q: %w", size, err)
+					return nil, 0, nil, fmt.Errorf("profile: /dev/shm size %q: %w", size, err)
 				}
 			}
 		case m.Type == "tmpfs":
 			if _, ok := option(m.Options, "size="); !ok {
-				return nil, 0, mount.Mount{}, fmt.Errorf("profile: tmpfs %s has no size", m.Destination)
+				return nil, 0, nil, fmt.Errorf("profile: tmpfs %s has no size", m.Destination)
 			}
 			for _, o := range m.Options {
 				k, _, hasValue := strings.Cut(o, "=")
 				if !hasValue && !tmpfsFlags[o] {
-					return nil, 0, mount.Mount{}, fmt.Errorf("profile: tmpfs %s: option %q", m.Destination, o)
+					return nil, 0, nil, fmt.Errorf("profile: tmpfs %s: option %q", m.Destination, o)
 				}
 				if hasValue && k != "size" && k != "mode" && k != "uid" && k != "gid" && k != "nr_inodes" {
-					return nil, 0, mount.Mount{}, fmt.Errorf("profile: tmpfs %s: option %q", m.Destination, o)
+					return nil, 0, nil, fmt.Errorf("profile: tmpfs %s: option %q", m.Destination, o)
 				}
 			}
 			tmpfs[m.Destination] = strings.Join(m.Options, ",")
 		case m.Destination == profile.PackDir && m.Type == "bind":
 			if !slices.Contains(m.Options, "ro") || !filepath.IsAbs(m.Source) {
-				return nil, 0, mount.Mount{}, errors.New("profile: the package mount must be a read-only bind of an absolute path")
+				return nil, 0, nil, errors.New("profile: the package mount must be a read-only bind of an absolute path")
 			}
 			pack = mount.Mount{
 				Type:     mount.TypeBind,
@@ -287,14 +291,28 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, pack moun
 				},
 			}
 			havePack = true
+		case m.Destination == profile.EgressSocketPath && m.Type == "bind" && len(egress) == 0:
+			if !slices.Contains(m.Options, "ro") || !filepath.IsAbs(m.Source) {
+				return nil, 0, nil, errors.New("profile: the egress socket mount must be a read-only bind of an absolute path")
+			}
+			egress = append(egress, mount.Mount{
+				Type:     mount.TypeBind,
+				Source:   m.Source,
+				Target:   profile.EgressSocketPath,
+				ReadOnly: true,
+				BindOptions: &mount.BindOptions{
+					NonRecursive: true,
+					Propagation:  mount.PropagationRPrivate,
+				},
+			})
 		default:
-			return nil, 0, mount.Mount{}, fmt.Errorf("profile: mount %s (%s) has no Docker mapping", m.Destination, m.Type)
+			return nil, 0, nil, fmt.Errorf("profile: mount %s (%s) has no Docker mapping", m.Destination, m.Type)
 		}
 	}
 	if !havePack || shmSize == 0 || len(tmpfs) == 0 {
-		return nil, 0, mount.Mount{}, errors.New("profile: the package mount, /dev/shm and the tmpfs mounts are required")
+		return nil, 0, nil, errors.New("profile: the package mount, /dev/shm and the tmpfs mounts are required")
 	}
-	return tmpfs, shmSize, pack, nil
+	return tmpfs, shmSize, append([]mount.Mount{pack}, egress...), nil
 }
 
 // engineManaged are the profile's mounts Docker sets up itself (with the

@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 // requireEnv is set in CI: a test that would skip fails instead.
@@ -186,7 +187,11 @@ func startEnv() (e *dockerEnv, skip string, err error) {
 	os.Setenv("DOCKER_HOST", e.host)
 	os.Setenv("DOCKER_CONFIG", filepath.Join(dir, "cli"))
 	home := filepath.Join(dir, "home")
-	if e.img, err = image.Build(home, image.BuildOptions{}); err != nil {
+	fwd := filepath.Join(dir, image.ForwarderName)
+	if err := sandboxtest.BuildForwarder(context.Background(), fwd); err != nil {
+		return e, "", err
+	}
+	if e.img, err = image.Build(home, image.BuildOptions{ForwarderPath: fwd}); err != nil {
 		return e, "", fmt.Errorf("building the sandbox image: %w", err)
 	}
 	if err := image.Load(e.img, "docker"); err != nil {

@@ -25,6 +25,16 @@ func TestConformanceBinary(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.LaunchPlugin(t, buildPlugin(t, e)), suiteConfig(e))
 }
 
+// TestConformanceEgress runs the whole suite again with sealed egress on
+// every run (Config.WithEgress): the forwarder as pid 1 and the socket
+// mount weaken nothing.
+func TestConformanceEgress(t *testing.T) {
+	e := testEnv(t)
+	cfg := suiteConfig(e)
+	cfg.WithEgress = true
+	sandboxtest.Run(t, newTestBackend(t, e), cfg)
+}
+
 func suiteConfig(e *dockerEnv) sandboxtest.Config {
 	return sandboxtest.Config{Image: e.img.Ref, ImageID: e.img.ConfigDigest}
 }

@@ -230,6 +230,11 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
+	if req.EgressSocket != "" {
+		if err := checkEgressImage(req.Rootfs); err != nil {
+			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		}
+	}
 	if err := b.ensureStateRoot(); err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
@@ -479,4 +484,40 @@ func attachStdio(pipes *stdiopipe.Pipes, p *libcontainer.Process) {
 	if f := pipes.ChildStderr(); f != nil {
 		p.Stderr = f
 	}
+}
+
+// checkEgressImage checks that the rootfs has what sealed egress needs: the
+// forwarder and the socket's mount point, both regular files reached
+// without a symlink. Without the mount point runc would create it in the
+// unpacked image on the host (the rootfs is read-only only inside).
+func checkEgressImage(rootfs string) error {
+	for _, p := range []string{profile.EgressForwarderPath, profile.EgressSocketPath} {
+		if err := regularInRoot(rootfs, p); err != nil {
+			return fmt.Errorf("the image cannot run sealed egress (rebuild it with `agentnode sandbox build`): %w", err)
+		}
+	}
+	return nil
+}
+
+// regularInRoot checks that every component of p below root exists and is
+// not a symlink, and that p is a regular file.
+func regularInRoot(root, p string) error {
+	cur := root
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	for i, part := range parts {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return err
+		}
+		switch last := i == len(parts)-1; {
+		case fi.Mode()&os.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symlink", cur)
+		case !last && !fi.IsDir():
+			return fmt.Errorf("%s is not a directory", cur)
+		case last && !fi.Mode().IsRegular():
+			return fmt.Errorf("%s is not a regular file", cur)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -19,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 // requireEnv is set in CI: a test that would skip fails instead.
@@ -98,6 +101,22 @@ func buildFixture() (string, error) {
 		return dir, err
 	}
 	if err := os.WriteFile(filepath.Join(root, "etc", "group"), []byte("root:x:0:\nsandbox:x:1000:\n"), 0o644); err != nil {
+		return dir, err
+	}
+	// Sealed egress: the forwarder and the socket's mount point, where
+	// kernel/image's build puts them.
+	fwd := filepath.Join(root, profile.EgressForwarderPath)
+	if err := os.MkdirAll(filepath.Dir(fwd), 0o755); err != nil {
+		return dir, err
+	}
+	if err := sandboxtest.BuildForwarder(context.Background(), fwd); err != nil {
+		return dir, err
+	}
+	mp := filepath.Join(root, profile.EgressSocketPath)
+	if err := os.MkdirAll(filepath.Dir(mp), 0o755); err != nil {
+		return dir, err
+	}
+	if err := os.WriteFile(mp, nil, 0o444); err != nil {
 		return dir, err
 	}
 	pack := filepath.Join(dir, "pack")

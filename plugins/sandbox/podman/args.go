@@ -311,6 +311,17 @@ func mountArgs(mounts []specs.Mount, uid, gid uint32) ([]string, error) {
 				return nil, fmt.Errorf("profile: %s must be a read-only, non-recursive bind mount", profile.PackDir)
 			}
 			a = append(a, "--volume", m.Source+":"+m.Destination+":"+strings.Join(opts, ","))
+		case m.Type == "bind" && m.Destination == profile.EgressSocketPath:
+			// Sealed egress: the host's socket, read-only (connect(2)
+			// works through it), never recursive.
+			if !strings.HasPrefix(m.Source, "/") || strings.ContainsAny(m.Source, ":,\n") {
+				return nil, fmt.Errorf("EgressSocket %q cannot be passed to podman (absolute, without ':' ',' or newlines)", m.Source)
+			}
+			opts := slices.Clone(m.Options)
+			if !slices.Contains(opts, "ro") || !slices.Contains(opts, "bind") || slices.Contains(opts, "rbind") {
+				return nil, fmt.Errorf("profile: %s must be a read-only, non-recursive bind mount", profile.EgressSocketPath)
+			}
+			a = append(a, "--volume", m.Source+":"+m.Destination+":"+strings.Join(opts, ","))
 		default:
 			return nil, fmt.Errorf("profile: mount %s (%s) cannot be mapped to podman", m.Destination, m.Type)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 // requireEnv is set in CI: a test that would skip fails instead.
@@ -68,7 +70,11 @@ func buildFixture() error {
 	if err := os.Chmod(fixtureHome, 0o755); err != nil {
 		return err
 	}
-	if fixtureImg, err = image.Build(filepath.Join(fixtureHome, "home"), image.BuildOptions{}); err != nil {
+	fwd := filepath.Join(fixtureHome, image.ForwarderName)
+	if err := sandboxtest.BuildForwarder(context.Background(), fwd); err != nil {
+		return err
+	}
+	if fixtureImg, err = image.Build(filepath.Join(fixtureHome, "home"), image.BuildOptions{ForwarderPath: fwd}); err != nil {
 		return fmt.Errorf("building the sandbox image: %w", err)
 	}
 	if err := image.Load(fixtureImg, "podman"); err != nil {

@@ -14,6 +14,17 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, c, suiteConfig(fx))
 }
 
+// TestConformanceEgress runs the whole suite again with sealed egress on
+// every run (Config.WithEgress): the forwarder as pid 1 and the socket
+// mount weaken nothing.
+func TestConformanceEgress(t *testing.T) {
+	b, fx := setup(t)
+	c := sandboxtest.Connect(t, info(), b)
+	cfg := suiteConfig(fx)
+	cfg.WithEgress = true
+	sandboxtest.Run(t, c, cfg)
+}
+
 func suiteConfig(fx fixture) sandboxtest.Config {
 	return sandboxtest.Config{
 		Image:   fx.Img.Ref,

@@ -219,7 +219,13 @@ type RunSpec struct {
 	Rootfs string `protobuf:"bytes,9,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
 	// The image's config digest (sha256:...), which Docker and Podman report
 	// as the image ID: backends check it before every run.
-	ImageId       string `protobuf:"bytes,10,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	ImageId string `protobuf:"bytes,10,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	// Host path of a unix socket (the host-side CONNECT proxy of sealed
+	// egress). Set: the backend mounts it at /run/agentnode/egress.sock, the
+	// image's egress forwarder (pid 1) serves it as an HTTP proxy on the
+	// container's 127.0.0.1, HTTPS_PROXY and friends point there, and the
+	// network stays loopback only. Empty: no egress at all.
+	EgressSocket  string `protobuf:"bytes,11,opt,name=egress_socket,json=egressSocket,proto3" json:"egress_socket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +326,13 @@ func (x *RunSpec) GetRootfs() string {
 func (x *RunSpec) GetImageId() string {
 	if x != nil {
 		return x.ImageId
+	}
+	return ""
+}
+
+func (x *RunSpec) GetEgressSocket() string {
+	if x != nil {
+		return x.EgressSocket
 	}
 	return ""
 }
@@ -631,7 +644,7 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\x97\x02\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xbc\x02\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -645,7 +658,8 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\anetwork\x18\b \x01(\bR\anetwork\x12\x16\n" +
 	"\x06rootfs\x18\t \x01(\tR\x06rootfs\x12\x19\n" +
 	"\bimage_id\x18\n" +
-	" \x01(\tR\aimageId\"\x8f\x01\n" +
+	" \x01(\tR\aimageId\x12#\n" +
+	"\regress_socket\x18\v \x01(\tR\fegressSocket\"\x8f\x01\n" +
 	"\bRunInput\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.agentnode.v1.RunSpecH\x00R\x04spec\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +

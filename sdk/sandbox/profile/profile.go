@@ -43,6 +43,51 @@ const (
 	PackDir = "/pack"
 )
 
+// Sealed egress (Spec.EgressSocket). The values are also profile.json's
+// org.agentnode.egress.* annotations; Base refuses a profile whose
+// annotations say otherwise.
+const (
+	// EgressSocketPath is where the host's egress socket is mounted: the
+	// profile's optional mount, present only when Spec.EgressSocket is set.
+	// Images must contain it as an empty regular file (the mount point; the
+	// root file system is read-only).
+	EgressSocketPath = "/run/agentnode/egress.sock"
+	// EgressForwarderPath is the image's egress forwarder (built from
+	// sdk/sandbox/forwarder): with egress it is the container's pid 1 and
+	// runs Spec.Args as its child.
+	EgressForwarderPath = "/usr/libexec/agentnode/egress-forwarder"
+	// EgressListenAddr is where the forwarder listens inside the container.
+	EgressListenAddr = "127.0.0.1:3128"
+	// EgressProxyURL is the value of HTTPS_PROXY and friends with egress.
+	EgressProxyURL = "http://" + EgressListenAddr
+)
+
+// egressAnnotations are profile.json's annotations for the constants above.
+var egressAnnotations = map[string]string{
+	"org.agentnode.egress.socket":    EgressSocketPath,
+	"org.agentnode.egress.forwarder": EgressForwarderPath,
+	"org.agentnode.egress.listen":    EgressListenAddr,
+}
+
+// EgressEnv is what ForRun adds to the environment with egress: the proxy
+// variables curl, Go, Python (requests, httpx, urllib), Node (undici and
+// global-agent) and most other clients read, and empty NO_PROXY so that no
+// host is exempt. A run may not set any of them itself.
+var EgressEnv = []string{
+	"HTTPS_PROXY=" + EgressProxyURL,
+	"https_proxy=" + EgressProxyURL,
+	"HTTP_PROXY=" + EgressProxyURL,
+	"http_proxy=" + EgressProxyURL,
+	"ALL_PROXY=" + EgressProxyURL,
+	"all_proxy=" + EgressProxyURL,
+	"NO_PROXY=",
+	"no_proxy=",
+}
+
+// egressUID is the sandbox user, which must be able to connect to the
+// egress socket.
+const egressUID, egressGID = 1000, 1000
+
 // Paths and defaults the code relies on; the values live in profile.json.
 const (
 	profileFile = "sandbox/profile.json"
@@ -72,7 +117,9 @@ func mustRead(fsys fs.FS, name string) []byte {
 
 // Base returns a fresh deep copy of the hardened profile with its seccomp
 // profile filled in. It is not runnable as is: the root path, the argv and
-// the /pack mount's source are empty until ForRun fills them.
+// the sources of the /pack mount and of the optional egress socket mount
+// (EgressSocketPath) are empty until ForRun fills them (or, without
+// egress, removes the latter).
 func Base() (*specs.Spec, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("profile: the sandbox profile supports x86_64 only, not %s", runtime.GOARCH)
@@ -91,6 +138,11 @@ func Base() (*specs.Spec, error) {
 	}
 	if s.Linux.Seccomp != nil {
 		return nil, fmt.Errorf("profile: specs/%s: linux.seccomp must not be inlined (it comes from specs/%s)", profileFile, seccompFile)
+	}
+	for k, v := range egressAnnotations {
+		if s.Annotations[k] != v {
+			return nil, fmt.Errorf("profile: specs/%s: annotation %s is %q, the code expects %q", profileFile, k, s.Annotations[k], v)
+		}
 	}
 	sc, err := Seccomp()
 	if err != nil {
@@ -119,7 +171,14 @@ func Base() (*specs.Spec, error) {
 //     100 ms period. A zero field keeps the profile's default; a negative
 //     one is an error (there is no "unlimited");
 //   - rlimits are lowered to this process's hard limits where the profile's
-//     exceed them (never raised).
+//     exceed them (never raised);
+//   - egress: without run.EgressSocket the profile's egress socket mount is
+//     removed and nothing else changes. With it (an absolute path to a unix
+//     socket, not a symlink, connectable by uid 1000) the mount's source
+//     is run.EgressSocket, Process.Args becomes [EgressForwarderPath
+//     -listen EgressListenAddr -socket EgressSocketPath -- run.Args...]
+//     and EgressEnv is added to the environment (the run may not set those
+//     variables).
 //
 // run.Network, RunID, Image and Timeout are the backend's business: the
 // profile always has its own network namespace with only loopback. Errors
@@ -155,6 +214,14 @@ func ForRun(run sandbox.Spec) (*specs.Spec, error) {
 	}
 	s.Process.Args = slices.Clone(run.Args)
 
+	if run.EgressSocket == "" {
+		s.Mounts = slices.DeleteFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == EgressSocketPath })
+	} else {
+		if err := applyEgress(s, run.EgressSocket); err != nil {
+			return nil, err
+		}
+	}
+
 	if s.Process.Env, err = mergeEnv(s.Process.Env, run.Env); err != nil {
 		return nil, err
 	}
@@ -183,6 +250,78 @@ func ForRun(run sandbox.Spec) (*specs.Spec, error) {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	return s, nil
+}
+
+// applyEgress fills the egress socket mount, wraps the argv in the
+// forwarder and adds the proxy environment.
+func applyEgress(s *specs.Spec, sock string) error {
+	if err := CheckEgressSocket(sock); err != nil {
+		return err
+	}
+	m, err := mountAt(s, EgressSocketPath)
+	if err != nil {
+		return err
+	}
+	m.Source = filepath.Clean(sock)
+	s.Process.Args = append([]string{EgressForwarderPath, "-listen", EgressListenAddr, "-socket", EgressSocketPath, "--"}, s.Process.Args...)
+	s.Process.Env = append(s.Process.Env, EgressEnv...)
+	return nil
+}
+
+// engineSockets are where container engines listen: an egress socket that
+// is one of them would hand the sandbox the engine (root on the host).
+// Backends that know their engine's socket check it too.
+var engineSockets = []string{
+	"/var/run/docker.sock", "/run/docker.sock",
+	"/run/podman/podman.sock", "/var/run/podman/podman.sock",
+	"/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock",
+	"/run/crio/crio.sock", "/var/run/crio/crio.sock",
+	"/run/buildkit/buildkitd.sock",
+}
+
+// CheckEgressSocket checks a Spec.EgressSocket: an absolute path (no NUL,
+// not "/") to a unix socket that is not a symlink and that the sandbox user
+// (uid/gid 1000, without capabilities) may connect to, which needs write
+// permission on the socket file (its directories do not matter: the socket
+// itself is mounted), and that is not a well-known container engine socket.
+// Errors name the field.
+func CheckEgressSocket(sock string) error {
+	switch {
+	case !filepath.IsAbs(sock):
+		return fmt.Errorf("profile: EgressSocket: must be an absolute path, got %q", sock)
+	case strings.IndexByte(sock, 0) >= 0:
+		return errors.New("profile: EgressSocket: contains a NUL byte")
+	case filepath.Clean(sock) == "/":
+		return errors.New("profile: EgressSocket: the host's root directory is not a socket")
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(sock, &st); err != nil {
+		return fmt.Errorf("profile: EgressSocket: %s: %w", sock, err)
+	}
+	for _, engine := range engineSockets {
+		var e unix.Stat_t
+		if unix.Stat(engine, &e) == nil && e.Dev == st.Dev && e.Ino == st.Ino {
+			return fmt.Errorf("profile: EgressSocket: %s is the container engine's socket %s: never mounted into a sandbox", sock, engine)
+		}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("profile: EgressSocket: %s is not a unix socket (mode %#o)", sock, st.Mode)
+	}
+	// The permission class that applies, as the kernel picks it.
+	var writable bool
+	switch {
+	case st.Uid == egressUID:
+		writable = st.Mode&0o200 != 0
+	case st.Gid == egressGID:
+		writable = st.Mode&0o020 != 0
+	default:
+		writable = st.Mode&0o002 != 0
+	}
+	if !writable {
+		return fmt.Errorf("profile: EgressSocket: %s (owner %d:%d, mode %#o) cannot be connected to by the sandbox user %d:%d; it needs write permission",
+			sock, st.Uid, st.Gid, st.Mode&0o777, egressUID, egressGID)
+	}
+	return nil
 }
 
 // mergeEnv returns the profile's environment followed by the run's. The

@@ -159,6 +159,8 @@ func TestProfileMounts(t *testing.T) {
 		"/tmp":           {"tmpfs", []string{"nosuid", "nodev", "noexec", "mode=1777"}, "64m"},
 		HomeDir:          {"tmpfs", []string{"nosuid", "nodev", "noexec", "mode=700", "uid=1000", "gid=1000"}, "16m"},
 		PackDir:          {"bind", []string{"bind", "ro", "nosuid", "nodev"}, ""},
+		// Optional: only with Spec.EgressSocket (ForRun removes it otherwise).
+		EgressSocketPath: {"bind", []string{"bind", "ro", "nosuid", "nodev", "noexec"}, ""},
 	}
 	seen := map[string]int{}
 	for i, m := range s.Mounts {
@@ -215,8 +217,41 @@ func TestProfileMounts(t *testing.T) {
 			t.Errorf("mount %s comes before its parent %s", child, parent)
 		}
 	}
-	if m, _ := mountAt(s, PackDir); m != nil && m.Source != "" {
-		t.Errorf("/pack source %q, want empty until ForRun", m.Source)
+	for _, d := range []string{PackDir, EgressSocketPath} {
+		if m, _ := mountAt(s, d); m != nil && m.Source != "" {
+			t.Errorf("%s source %q, want empty until ForRun", d, m.Source)
+		}
+	}
+}
+
+// TestProfileEgressAnnotations: the constants the code (and the image
+// builder) use are profile.json's annotations, and Base refuses a file
+// that disagrees.
+func TestProfileEgressAnnotations(t *testing.T) {
+	s := mustBase(t)
+	want := map[string]string{
+		"org.agentnode.egress.socket":    "/run/agentnode/egress.sock",
+		"org.agentnode.egress.forwarder": "/usr/libexec/agentnode/egress-forwarder",
+		"org.agentnode.egress.listen":    "127.0.0.1:3128",
+	}
+	for k, v := range want {
+		if s.Annotations[k] != v || egressAnnotations[k] != v {
+			t.Errorf("annotation %s = %q (code %q), want %q", k, s.Annotations[k], egressAnnotations[k], v)
+		}
+	}
+	if EgressProxyURL != "http://127.0.0.1:3128" {
+		t.Errorf("EgressProxyURL = %q", EgressProxyURL)
+	}
+	// A profile.json edited to move the socket is refused, not followed.
+	saved := profileJSON
+	t.Cleanup(func() { profileJSON = saved })
+	profileJSON = []byte(strings.Replace(string(saved), `"org.agentnode.egress.socket": "/run/agentnode/egress.sock"`,
+		`"org.agentnode.egress.socket": "/tmp/egress.sock"`, 1))
+	if string(profileJSON) == string(saved) {
+		t.Fatal("the test's replacement did not apply")
+	}
+	if _, err := Base(); err == nil || !strings.Contains(err.Error(), "org.agentnode.egress.socket") {
+		t.Errorf("Base with a moved egress socket: %v", err)
 	}
 }
 

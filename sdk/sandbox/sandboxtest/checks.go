@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -53,9 +54,14 @@ func listenerCheck(name, what string, l func(h *harness) (*countingListener, []s
 	}}
 }
 
-// checks is the suite, in the order Run runs it: the run protocol first
-// (everything else relies on it), the slow and destructive ones last.
-var checks = []check{
+// checks is the suite, in the order Run runs it: the core checks, then
+// those of sealed egress (egress.go).
+var checks = append(slices.Clip(coreChecks), egressChecks...)
+
+// coreChecks are the checks of every run, in the order Run runs them: the
+// run protocol first (everything else relies on it), the slow and
+// destructive ones last.
+var coreChecks = []check{
 	// --- the run itself ---
 	{name: "exit-code", what: "the process's exit status is reported (probe exit 7 → ExitCode 7)", run: checkExitCode},
 	{name: "stdio-roundtrip", what: "stdin reaches the process and its stdout and stderr come back intact", run: checkStdio},

@@ -151,6 +151,36 @@
 //     64 MiB flood, Run returns within 10 s, with an error or Killed, and
 //     leaves nothing behind.
 //
+// Sealed egress (Spec.EgressSocket): the setup also serves a unix socket
+// (mode 0666, in a directory of its own) that answers like the host's
+// CONNECT proxy — 200 with a nonce header, then an echo — and counts its
+// connections. The image must carry the egress forwarder and the socket's
+// mount point (kernel/image's build does). These checks choose egress
+// themselves; Config.WithEgress runs all the others with egress too:
+//   - egress-absent: without EgressSocket no proxy variable is set, nothing
+//     listens on the forwarder's address, no socket is mounted, and the
+//     suite's socket sees no connection.
+//   - egress-exit-code: under the forwarder (pid 1) the probe's exit 7 is
+//     still ExitCode 7, cleanup verified.
+//   - egress-proxy-env: HTTPS_PROXY, https_proxy, HTTP_PROXY, http_proxy
+//     are profile.EgressProxyURL; NO_PROXY and no_proxy are set and empty.
+//   - egress-reaches-host: a CONNECT to $HTTPS_PROXY reaches the suite's
+//     socket (which records the request line and counts the connection)
+//     and the tunnel echoes; the probe must report the host's nonce.
+//   - egress-net-only-lo: the only interface is still lo.
+//   - egress-no-other-way: the host's 127.0.0.1 and own-address listeners,
+//     its abstract unix socket, 169.254.169.254 and 8.8.8.8 (TCP and UDP
+//     53) stay unreachable, and the listeners accept nothing.
+//   - egress-socket-mount: profile.EgressSocketPath is a socket on a
+//     read-only mount; nothing can be created beside or below it.
+//   - egress-only-new-mount: the probe's mount points with and without
+//     egress differ by exactly profile.EgressSocketPath.
+//   - egress-pid1-confined: pid 1 is the forwarder and the probe's parent,
+//     with uid/gid 1000, no capabilities, no_new_privs and seccomp 2.
+//
+// After every egress run the suite also looks for host mounts of the
+// socket's directory: the cleanup proof must cover the socket mount.
+//
 // The suite proves it can fail: its own tests run every check against an
 // insecure backend that executes the probe directly on the host, and most
 // checks must fail there.

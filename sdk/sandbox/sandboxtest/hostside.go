@@ -36,14 +36,30 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
+// ForwarderPackage is the import path of the egress forwarder that sandbox
+// images carry at profile.EgressForwarderPath.
+const ForwarderPackage = "github.com/agentnode/agentnode/sdk/sandbox/forwarder"
+
 // buildProbe builds the probe, statically and without local paths, to out.
 func buildProbe(ctx context.Context, out string) error {
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, ProbePackage)
+	return buildStatic(ctx, "the probe", ProbePackage, out)
+}
+
+// BuildForwarder builds the egress forwarder to out the way `make build`
+// does (CGO_ENABLED=0, -trimpath, -buildvcs=false, -ldflags '-s -w'), for
+// tests that build a sandbox image (kernel/image.BuildOptions.ForwarderPath)
+// or a rootfs of their own. It needs the go command.
+func BuildForwarder(ctx context.Context, out string) error {
+	return buildStatic(ctx, "the egress forwarder", ForwarderPackage, out)
+}
+
+func buildStatic(ctx context.Context, what, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("sandboxtest: building the probe (%s): %w\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
+		return fmt.Errorf("sandboxtest: building %s (%s): %w\n%s", what, strings.Join(cmd.Args, " "), err, stderr.String())
 	}
 	return nil
 }

@@ -55,6 +55,12 @@ type Config struct {
 	// CGO_ENABLED=0 of ProbePackage). Empty: the suite builds it with the go
 	// command, which must then be installed.
 	Probe string
+	// WithEgress runs every check with Spec.EgressSocket set to the suite's
+	// egress socket, proving that sealed egress weakens nothing; the
+	// egress-* checks choose for themselves (egress-absent never sets it,
+	// the others always do). The image must carry the egress forwarder
+	// (profile.EgressForwarderPath) and the socket's mount point.
+	WithEgress bool
 }
 
 func (c Config) withDefaults() Config {
@@ -199,6 +205,8 @@ type harness struct {
 	suiteStart string
 	initStart  string
 
+	egress *egressServer // Spec.EgressSocket of egress runs
+
 	runs atomic.Int64
 }
 
@@ -277,6 +285,13 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	}
 	tb.Cleanup(h.abstract.close)
 
+	// The host end of sealed egress: a unix socket the sandbox user may
+	// connect to, answering like a CONNECT proxy.
+	if h.egress, err = newEgressServer(); err != nil {
+		return nil, err
+	}
+	tb.Cleanup(h.egress.close)
+
 	h.nameserver = firstNameserver()
 	if h.hostname, err = os.Hostname(); err != nil {
 		return nil, fmt.Errorf("sandboxtest: %w", err)
@@ -323,7 +338,17 @@ type runOpts struct {
 	timeout time.Duration // Spec.Timeout; default cfg.Timeout
 	stdin   io.Reader
 	stdout  io.Writer // default: a capBuffer
+	egress  egressMode
 }
+
+// egressMode says whether a run sets Spec.EgressSocket.
+type egressMode int
+
+const (
+	egressDefault egressMode = iota // as Config.WithEgress says
+	egressOn
+	egressOff
+)
 
 // runResult is what one run produced.
 type runResult struct {
@@ -390,18 +415,23 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 		stdout = res.stdout
 	}
 	runID := fmt.Sprintf("sandboxtest-%s-%d-%d", name, os.Getpid(), h.runs.Add(1))
-	mountsBefore := hostMounts(h.pack, h.cfg.Rootfs, runID)
+	sock := ""
+	if o.egress == egressOn || (o.egress == egressDefault && h.cfg.WithEgress) {
+		sock = h.egress.path
+	}
+	mountsBefore := hostMounts(h.pack, h.cfg.Rootfs, runID, h.egress.dir)
 	req := &sandbox.RunRequest{
 		Spec: sandbox.Spec{
-			RunID:      runID,
-			Image:      h.cfg.Image,
-			PackageDir: h.pack,
-			Rootfs:     h.cfg.Rootfs,
-			ImageID:    h.cfg.ImageID,
-			Args:       append([]string{argv0}, o.args...),
-			Env:        append([]string(nil), passedEnv...),
-			Limits:     limits,
-			Timeout:    timeout,
+			RunID:        runID,
+			Image:        h.cfg.Image,
+			PackageDir:   h.pack,
+			Rootfs:       h.cfg.Rootfs,
+			ImageID:      h.cfg.ImageID,
+			Args:         append([]string{argv0}, o.args...),
+			Env:          append([]string(nil), passedEnv...),
+			Limits:       limits,
+			Timeout:      timeout,
+			EgressSocket: sock,
 		},
 		Stdin:  o.stdin,
 		Stdout: stdout,
@@ -420,7 +450,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 	for deadline := time.Now().Add(leftoverWait); ; {
 		res.leftovers = probeProcesses(h.bins)
 		res.traces = nil
-		for m := range hostMounts(h.pack, h.cfg.Rootfs, runID) {
+		for m := range hostMounts(h.pack, h.cfg.Rootfs, runID, h.egress.dir) {
 			if !mountsBefore[m] {
 				res.traces = append(res.traces, "mount "+m)
 			}

@@ -22,6 +22,7 @@
 //	cat              copy stdin to stdout, then write a marker to stderr
 //	pattern N        write N bytes of a deterministic pattern to stdout
 //	flood N          write N bytes of 'A' to stdout as fast as possible
+//	mounts           print the mount points as one JSON array
 //
 // Every attempt the probe makes is harmless when it succeeds on an
 // unconfined host (the suite's own tests run it without a sandbox): mounts
@@ -120,6 +121,15 @@ var checks = map[string]checkFunc{
 	"pids-limit":   checkPidsLimit,   // PIDS
 	"cpu-limit":    checkCPULimit,    // CPUS
 	"memory-limit": checkMemoryLimit, // BYTES
+
+	// sealed egress (Spec.EgressSocket)
+	"egress-absent":        checkEgressAbsent,      // LISTENADDR SOCKETPATH (a run without egress)
+	"egress-proxy-env":     checkEgressEnv,         // URL
+	"egress-reaches-host":  checkEgressReachesHost, // HOST
+	"egress-net-only-lo":   checkOnlyLo,
+	"egress-no-other-way":  checkEgressNoOtherWay,  // ABSTRACTNAME TCPADDR...
+	"egress-socket-mount":  checkEgressSocketMount, // PATH
+	"egress-pid1-confined": checkEgressPid1,        // FORWARDER
 }
 
 func main() {
@@ -181,6 +191,11 @@ func helper(name string, args []string) bool {
 	case "pattern":
 		if err := writePattern(os.Stdout, int64(intArg(args, 0))); err != nil {
 			fmt.Fprintf(os.Stderr, "probe: pattern: %v\n", err)
+			os.Exit(1)
+		}
+	case "mounts":
+		if err := printMounts(); err != nil {
+			fmt.Fprintf(os.Stderr, "probe: mounts: %v\n", err)
 			os.Exit(1)
 		}
 	case "flood":
