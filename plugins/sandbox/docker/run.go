@@ -86,7 +86,12 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		// The engine may have created it before the call failed (ctx
 		// ended mid-call): remove whatever carries the name or label.
 		if cerr := b.removeAndVerify(id, "", ""); cerr != nil {
-			err = errors.Join(err, cerr)
+			return nil, errors.Join(err, cerr)
+		}
+		if ctx.Err() != nil {
+			r := cancelledRun()
+			r.CleanupVerified = true // removeAndVerify found nothing left
+			return r, nil
 		}
 		return nil, err
 	}
@@ -100,6 +105,11 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		case cleanErr != nil:
 			b.log.Error("container cleanup not verified", "run_id", id, "id", created.ID, "error", cleanErr)
 			resp, err = nil, errors.Join(err, cleanErr)
+		case err != nil && ctx.Err() != nil:
+			// Cancelled while the container was being set up or started:
+			// answered like a cancellation during the run.
+			resp, err = cancelledRun(), nil
+			resp.CleanupVerified = true
 		case err != nil:
 			resp = nil
 		case resp != nil:
@@ -415,4 +425,11 @@ func (s *streams) drain(grace time.Duration) {
 
 func (s *streams) close() {
 	s.once.Do(func() { s.att.Close() })
+}
+
+// cancelledRun is the answer to a run cancelled before its process could
+// report an exit: killed (as by SIGKILL), with cleanup still to be proven by
+// the caller.
+func cancelledRun() *sandbox.RunResponse {
+	return &sandbox.RunResponse{Killed: true, ExitCode: 128 + 9}
 }

@@ -105,6 +105,31 @@ func TestRunCancel(t *testing.T) {
 	assertGone(t, e, id)
 }
 
+// TestRunCancelDuringSetup cancels at points spread over create, inspect,
+// attach and start: whenever the cancellation lands, the run is answered
+// as killed with its cleanup proven (or, cancelled before anything was
+// created, refused with the cause), and nothing is left behind.
+func TestRunCancelDuringSetup(t *testing.T) {
+	e := testEnv(t)
+	b := newTestBackend(t, e)
+	for _, after := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond,
+		50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		id := newRunID(t, e, "setup-cancel")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cause := errors.New("the host went away")
+		time.AfterFunc(after, func() { cancel(cause) })
+		resp, err := b.Run(ctx, &sandbox.RunRequest{Spec: spec(e, packDir(t), id, "sleep", "1000")})
+		switch {
+		case err != nil && errors.Is(err, cause) && resp == nil:
+		case err == nil && resp != nil && resp.Killed && resp.CleanupVerified:
+		default:
+			t.Errorf("cancel after %v: Run = %+v, %v; want killed with cleanup verified", after, resp, err)
+		}
+		assertGone(t, e, id)
+		cancel(nil)
+	}
+}
+
 // TestRunRefusals: bad input never reaches the engine, a missing image is
 // not pulled, and a name in use is left alone.
 func TestRunRefusals(t *testing.T) {
