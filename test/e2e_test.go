@@ -66,6 +66,22 @@ func build(bin, extra string) error {
 	if err := fwd.Run(); err != nil {
 		return err
 	}
+	// A second CLI with the egresstest tag (egress.PermitForTest and the
+	// test resolver, egress.txtar): bin/agentnode.egresstest (beside the
+	// bundled plugins it pins with), run as the symlink
+	// extra/egresstest/agentnode.
+	egt := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "seccomp egresstest",
+		"-o", filepath.Join(bin, "agentnode.egresstest"), "./cmd/agentnode")
+	egt.Dir, egt.Stderr = root, os.Stderr
+	if err := egt.Run(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(extra, "egresstest"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(filepath.Join(bin, "agentnode.egresstest"), filepath.Join(extra, "egresstest", "agentnode")); err != nil {
+		return err
+	}
 	mains, _ := filepath.Glob(filepath.Join(root, "plugins", "*", "*", "main.go"))
 	for _, m := range mains {
 		dir := filepath.Dir(m)
@@ -160,6 +176,8 @@ func TestScripts(t *testing.T) {
 			"status":  cmdStatus,
 			// llmserver: llmserver_test.go.
 			"llmserver": cmdLLMServer,
+			// tlsserver: egress_test.go.
+			"tlsserver": cmdTLSServer,
 		},
 		RequireExplicitExec: false,
 	})

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/egress"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/mcpproxy"
@@ -23,10 +24,15 @@ import (
 // one, which must agree with the installed manifest — else the run is
 // refused (mcp_not_preinstalled, mcp_unpinned) before the decision record.
 // Then it is placed like a toolpack. Execution (executeMCP) starts the
-// server on that placement with no network and nothing from the host
+// server on that placement with no network (but the sealed egress proxy of
+// egress.go for sealed mcp_allowed_domains) and nothing from the host
 // environment, initializes an MCP session over its stdio, and makes the one
 // tools/call the pipeline decided, through the Guard proxy
 // (kernel/mcpproxy): only declared tools, only with the decided input.
+
+// errUnsealedDomains is the refusal of mcp_allowed_domains that no verified
+// lockfile entry seals (egress_denied).
+const errUnsealedDomains = "mcp_allowed_domains must be sealed in agentnode.lock"
 
 // mcpPlan is the checked launch of an mcp_server package.
 type mcpPlan struct {
@@ -42,13 +48,10 @@ type mcpPlan struct {
 
 // mcpEgress starts the egress proxy for a server whose sealed
 // mcp_allowed_domains are not empty, and returns the socket to hand to the
-// sandbox and a function that stops the proxy. nil: egress is not
-// available, and such servers are refused with egress_denied at placement.
-//
-// TODO(egress): kernel/egress provides the CONNECT proxy (port 443, exact
-// host names, public addresses only); assign this hook and set
-// sandbox.Spec.EgressSocket from it in startMCPSession.
-var mcpEgress func(ctx context.Context, st *state, domains []string) (socket string, stop func(), err error)
+// sandbox and a function that stops the proxy, returning an error unless it
+// verified the teardown (egress.go). nil: egress is not available, and such
+// servers are refused with egress_denied at placement.
+var mcpEgress = startMCPEgress
 
 // checkMCPLaunch checks that st's mcp_server package is preinstalled and
 // pinned, and keeps the plan in st.mcp.
@@ -69,17 +72,24 @@ func checkMCPLaunch(st *state) error {
 		case m.MCP.Install == nil || *sealed.Install != *m.MCP.Install:
 			return reason.New(reason.MCPUnpinned, "package %s: the lockfile's sealed mcp_preinstall differs from the installed manifest's mcp_server.install", m.PackageID)
 		case !slices.Equal(sealed.AllowedDomains, m.MCP.AllowedDomains):
-			return reason.New(reason.MCPUnpinned, "package %s: the lockfile's sealed mcp_allowed_domains differ from the installed manifest's", m.PackageID)
+			return reason.New(reason.EgressDenied, "package %s: %s: the sealed list differs from the installed manifest's mcp_server.allowed_domains", m.PackageID, errUnsealedDomains)
 		}
 		launch = *sealed
+	} else if len(m.MCP.AllowedDomains) > 0 {
+		return reason.New(reason.EgressDenied, "package %s: %s: the package has no verified lockfile entry", m.PackageID, errUnsealedDomains)
 	}
 	cmd, err := manifest.CheckMCPLaunch(&launch, st.pkg.Dir)
 	if err != nil {
 		return reason.New(reason.CodeOf(err), "package %s: %w", m.PackageID, err)
 	}
-	if len(launch.AllowedDomains) > 0 && mcpEgress == nil {
-		return reason.New(reason.EgressDenied,
-			"package %s: MCP server egress to mcp_allowed_domains is not available in this version of agentnode; servers run with network none", m.PackageID)
+	if len(launch.AllowedDomains) > 0 {
+		if mcpEgress == nil {
+			return reason.New(reason.EgressDenied,
+				"package %s: MCP server egress to mcp_allowed_domains is not available in this build of agentnode; servers run with network none", m.PackageID)
+		}
+		if err := egress.ValidateDomains(launch.AllowedDomains); err != nil {
+			return reason.New(reason.EgressDenied, "package %s: sealed mcp_allowed_domains: %w", m.PackageID, err)
+		}
 	}
 	plan := &mcpPlan{cmd: cmd, install: *launch.Install, domains: launch.AllowedDomains, declared: map[string]string{}}
 	for _, t := range m.Tools {

@@ -75,18 +75,32 @@ func (e *mcpStartError) Unwrap() error { return e.err }
 // a session to it within initCtx. The server runs until stop, until
 // lifetime passes, or until runCtx ends.
 func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.Duration) (*mcpSession, error) {
-	if len(st.mcp.domains) > 0 {
-		if mcpEgress == nil {
-			return nil, reason.New(reason.EgressDenied, "package %s: MCP server egress is not available", st.pkg.ID)
-		}
-		// TODO(egress): socket, stopEgress, err := mcpEgress(runCtx, st, st.mcp.domains);
-		// set Spec.EgressSocket = socket and stop the proxy when the server ends.
-		return nil, reason.New(reason.EgressDenied, "package %s: MCP server egress is not wired yet", st.pkg.ID)
-	}
 	inR, inW := io.Pipe()   // → server stdin
 	outR, outW := io.Pipe() // server stdout →
 	rctx, kill := context.WithCancel(context.WithoutCancel(runCtx))
 	stopRun := context.AfterFunc(runCtx, kill)
+	// Sealed egress: a proxy for this server's lifetime, in the sandbox only
+	// (placement never puts such a server on the host; refused here again).
+	var (
+		egressSock string
+		stopEgress func() error
+	)
+	if len(st.mcp.domains) > 0 {
+		var err error
+		switch {
+		case mcpEgress == nil:
+			err = reason.New(reason.EgressDenied, "package %s: MCP server egress is not available", st.pkg.ID)
+		case st.res.Placement != PlacementSandbox:
+			err = reason.New(reason.EgressDenied, "package %s: sealed egress exists only in the sandbox, not on placement %q", st.pkg.ID, st.res.Placement)
+		default:
+			egressSock, stopEgress, err = mcpEgress(rctx, st, st.mcp.domains)
+		}
+		if err != nil {
+			stopRun()
+			kill()
+			return nil, err
+		}
+	}
 	s := &mcpSession{inW: inW, kill: kill, stderr: &syncBuffer{max: toolio.MaxStderr}, done: make(chan struct{})}
 	if st.res.Placement == PlacementSandbox {
 		s.host = st.k.Plugins
@@ -94,7 +108,13 @@ func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.D
 	go func() {
 		defer close(s.done)
 		defer stopRun()
-		s.exitCode, s.cleanupErr = runMCPServer(rctx, st, lifetime, inR, outW, s.stderr)
+		s.exitCode, s.cleanupErr = runMCPServer(rctx, st, lifetime, egressSock, inR, outW, s.stderr)
+		if stopEgress != nil {
+			// After the server: its proxy goes with it, teardown verified.
+			if err := stopEgress(); err != nil && s.cleanupErr == nil {
+				s.cleanupErr = err
+			}
+		}
 		_ = outW.CloseWithError(errors.New("the MCP server ended"))
 		_ = inR.CloseWithError(errors.New("the MCP server ended"))
 	}()
@@ -120,7 +140,7 @@ func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.D
 
 // runMCPServer runs the server process until it ends and reports its exit
 // code and, for the sandbox, whether its removal was verified.
-func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, stdin io.Reader, stdout io.Writer, stderr io.Writer) (int, error) {
+func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, egressSock string, stdin io.Reader, stdout io.Writer, stderr io.Writer) (int, error) {
 	if st.res.Placement == PlacementHost {
 		res, err := hostexec.Run(ctx, &hostexec.Request{
 			PackageDir:   st.pkg.Dir,
@@ -132,8 +152,8 @@ func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, stdin 
 			MaxStderr:    toolio.MaxStderr,
 			StdinStream:  stdin,
 			StdoutStream: stdout,
-			// Network only through sealed mcp_allowed_domains (refused
-			// until egress exists), never the host's own network.
+			// No network at all: a server with sealed
+			// mcp_allowed_domains never runs on the host.
 			Confine: &hostexec.Confinement{Mode: st.set.hostConfinement, Network: false},
 		})
 		if res == nil {
@@ -160,6 +180,8 @@ func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, stdin 
 			Limits:     st.set.limits,
 			Timeout:    lifetime,
 			Network:    false,
+			// The sealed egress proxy's socket, or "" (loopback only).
+			EgressSocket: egressSock,
 		},
 		Stdin:  stdin,
 		Stdout: stdout,
@@ -233,7 +255,8 @@ func (b *syncBuffer) String() string {
 // (agentnode mcp serve): every call still goes through the whole pipeline;
 // only the server process and its MCP session are reused. A server is
 // replaced when anything its launch depends on changes (version, artifact,
-// placement, backend, image, limits, confinement, command), when it has
+// placement, backend, image, limits, confinement, command, sealed
+// domains), when it has
 // died, when a call on it failed or timed out, and after
 // MCPSessionLifetime. Create with NewMCPServers; Close stops them all.
 type MCPServers struct {
@@ -267,7 +290,7 @@ var errMCPServersClosed = reason.New(reason.PluginUnavailable, "the MCP server s
 // launchKey fingerprints everything a running server depends on.
 func launchKey(st *state) string {
 	b, _ := json.Marshal([]any{st.pkg.ID, st.pkg.Version, st.pkg.ArtifactHash, st.res.Placement, st.res.Backend,
-		imageRef(st), st.set.limits, st.set.hostConfinement, st.mcp.cmd.Argv(), st.mcp.interpreter,
+		imageRef(st), st.set.limits, st.set.hostConfinement, st.mcp.cmd.Argv(), st.mcp.interpreter, st.mcp.domains,
 		fmt.Sprintf("%p", st.k.Plugins)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -206,7 +206,7 @@ func TestMCPRunSealedLaunch(t *testing.T) {
 			reason.MCPUnpinned, "mcp_preinstall differs"},
 		{"domains", func(e *lock.Value) {
 			e.Set("mcp_allowed_domains", &lock.Value{Kind: lock.Array, Arr: []*lock.Value{lock.Str("api.example.com")}})
-		}, reason.MCPUnpinned, "mcp_allowed_domains differ"},
+		}, reason.EgressDenied, "mcp_allowed_domains must be sealed in agentnode.lock"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -229,18 +229,6 @@ func TestMCPRunSealedLaunch(t *testing.T) {
 	writeLock(t, os.Getenv("AGENTNODE_LOCKFILE"), p, "", false, nil, false)
 	if res, err := mcpRun(t, k, "echo", `{}`); err != nil || !*res.OK {
 		t.Fatalf("sealed run: %+v, %v", res, err)
-	}
-}
-
-// Sealed mcp_allowed_domains need the egress proxy, which is not wired
-// yet: egress_denied, nothing runs.
-func TestMCPAllowedDomainsRefused(t *testing.T) {
-	m := strings.Replace(mcpTestManifest, "  network: {level: none}", "  network: {level: restricted, allowed_domains: [api.example.com]}", 1)
-	m = strings.Replace(m, "  command: [/pack/bin/server]", "  command: [/pack/bin/server]\n  allowed_domains: [api.example.com]", 1)
-	k, _ := mcpHome(t, m)
-	res, err := mcpRun(t, k, "echo", `{}`)
-	if reason.CodeOf(err) != reason.EgressDenied || res.Ran {
-		t.Fatalf("%+v, %v", res, err)
 	}
 }
 

@@ -170,6 +170,10 @@ func stagePlacement(ctx context.Context, st *state) error {
 			placement = PlacementHost
 		}
 	}
+	if st.mcp != nil && len(st.mcp.domains) > 0 {
+		// Sealed egress exists only in the sandbox (mcp.go).
+		placement = PlacementSandbox
+	}
 	if m.PackageType == "agent" {
 		if !st.set.agentSandboxEnabled {
 			if placement == PlacementHost {

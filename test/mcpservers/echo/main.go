@@ -14,13 +14,25 @@
 //	         names of its environment variables
 //	secret   exists on the server; packages do not declare it, so agentnode
 //	         never exposes or calls it
+//	fetch    {"url": U, "ca": PATH}: an HTTPS GET of U through HTTPS_PROXY
+//	         (the sandbox's sealed-egress forwarder; no proxy set means a
+//	         direct connection, which the sandbox has no route for),
+//	         trusting only the PEM CA bundle at PATH (default
+//	         /pack/ca.pem); returns {"status", "body", "proxy"} or a tool
+//	         error saying why
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -54,6 +66,15 @@ func main() {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			calls.Add(1)
 			return structured(map[string]any{"secret": "LEAKED-UNDECLARED-TOOL"}), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "fetch", Description: "HTTPS GET through HTTPS_PROXY", InputSchema: obj},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			out, err := fetch(ctx, req.Params.Arguments)
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			}
+			return structured(out), nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Printf("echo mcp server: %v", err)
@@ -96,4 +117,45 @@ func probe() map[string]any {
 		"pack_writable": packWritable,
 		"env":           env,
 	}
+}
+
+// fetch GETs args.url over HTTPS, through the proxy of the environment,
+// trusting only the CA bundle at args.ca.
+func fetch(ctx context.Context, raw json.RawMessage) (map[string]any, error) {
+	var args struct{ URL, CA string }
+	if err := json.Unmarshal(raw, &args); err != nil || args.URL == "" {
+		return nil, errors.New(`fetch wants {"url": "https://...", "ca": "/pack/ca.pem"}`)
+	}
+	if args.CA == "" {
+		args.CA = "/pack/ca.pem"
+	}
+	pem, err := os.ReadFile(args.CA)
+	if err != nil {
+		return nil, fmt.Errorf("CA bundle: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA bundle %s has no certificate", args.CA)
+	}
+	client := &http.Client{
+		Timeout: 15 * time.Second,
+		Transport: &http.Transport{
+			Proxy:           http.ProxyFromEnvironment,
+			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", args.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: body: %w", args.URL, err)
+	}
+	return map[string]any{"status": resp.StatusCode, "body": string(body), "proxy": os.Getenv("HTTPS_PROXY")}, nil
 }
