@@ -124,6 +124,9 @@ type state struct {
 	// entry ("" if none); lockNote is the lockfile warning for the audit
 	// record's reason (lockfile.go).
 	lockTrust, lockNote string
+	// loaded is the installed package as the lockfile stage read it (its
+	// metadata and manifest; nil if it did not), reused by the artifact stage.
+	loaded *store.Package
 	// confineNote says how a host tool is confined when that is less than
 	// fully ("unconfined: landlock unavailable"), for the audit records'
 	// reason (confine.go).

@@ -65,6 +65,7 @@ func stageLockfile(_ context.Context, st *state) error {
 	}
 	if pkg != nil {
 		st.res.Version = pkg.Version
+		st.loaded = pkg // the artifact stage re-hashes its content
 	}
 	entry := d.Entry(st.req.Package)
 	var entryStatus lock.Status = lock.Missing

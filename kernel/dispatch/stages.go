@@ -50,7 +50,12 @@ func stageConfig(_ context.Context, st *state) error {
 // stageArtifact loads the installed package and recomputes its content hash.
 func stageArtifact(_ context.Context, st *state) error {
 	s := store.Open(home.PackagesDir(st.k.HomeDir))
-	pkg, err := s.Get(st.req.Package)
+	// The lockfile stage may have read the package's metadata already; its
+	// content is hashed again below either way.
+	pkg, err := st.loaded, error(nil)
+	if pkg == nil || pkg.ID != st.req.Package {
+		pkg, err = s.Get(st.req.Package)
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotInstalled) {
 			return reason.New(reason.ArtifactMismatch, "%w", err)
