@@ -103,7 +103,11 @@ func nonNil(s []string) []string {
 func printVerify(cmd *cobra.Command, out *verifyOutput) {
 	w := cmd.OutOrStdout()
 	if r := out.Report; r != nil {
-		fmt.Fprintf(w, "lockfile %s (lockfile_version %q, %d packages)\n", out.Path, r.LockfileVersion, len(r.Entries))
+		noun := "packages"
+		if len(r.Entries) == 1 {
+			noun = "package"
+		}
+		fmt.Fprintf(w, "lockfile %s (lockfile_version %q, %d %s)\n", out.Path, r.LockfileVersion, len(r.Entries), noun)
 		for _, e := range r.Entries {
 			v := ""
 			if e.CanonicalVersion > 0 {

@@ -126,7 +126,7 @@ func (d *Document) verifyStructure() PartReport {
 func (d *Document) verifySeal(key KeyFunc) PartReport {
 	s := d.Root.Get(FieldSeal)
 	if s == nil {
-		return PartReport{Status: Missing, Detail: "no keyed seal (agentnode lock seal adds one)"}
+		return PartReport{Status: Missing, Detail: "no keyed seal; `agentnode lock seal` adds one"}
 	}
 	alg, id, hash := s.Get("algorithm"), s.Get("key_id"), s.Get("hash")
 	if alg == nil || id == nil || hash == nil || !validHex(hash.Str) {
