@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -424,15 +425,22 @@ func TestPluginStderrReachesHostLog(t *testing.T) {
 func TestClientConfig(t *testing.T) {
 	h := New(Options{HomeDir: t.TempDir(), BinDir: t.TempDir(), Logger: hclog.NewNullLogger(), StartTimeout: 3 * time.Second})
 	sum := sha256.Sum256([]byte("x"))
-	cfg := h.clientConfig(plugin.KindTrust, "faulty", "/bin/true", sum[:], &trust.GRPCPlugin{})
+	cfg, err := h.clientConfig(plugin.KindTrust, "faulty", "/bin/true", sum[:], &trust.GRPCPlugin{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if cfg.HandshakeConfig != plugin.Handshake {
 		t.Error("handshake is not plugin.Handshake")
 	}
 	if len(cfg.AllowedProtocols) != 1 || cfg.AllowedProtocols[0] != goplugin.ProtocolGRPC {
 		t.Errorf("AllowedProtocols = %v, want gRPC only", cfg.AllowedProtocols)
 	}
-	if !cfg.AutoMTLS || !cfg.SkipHostEnv || cfg.Managed {
+	if cfg.AutoMTLS || !cfg.SkipHostEnv || cfg.Managed {
 		t.Errorf("AutoMTLS=%v SkipHostEnv=%v Managed=%v", cfg.AutoMTLS, cfg.SkipHostEnv, cfg.Managed)
+	}
+	// Mutual TLS with host-issued certificates (mtls.go).
+	if c := cfg.TLSConfig; c == nil || len(c.Certificates) != 1 || c.RootCAs == nil || c.MinVersion != tls.VersionTLS13 || c.ServerName != "localhost" {
+		t.Errorf("TLSConfig = %+v, want a client certificate, the plugin's certificate as the only root, TLS 1.3", c)
 	}
 	if cfg.Cmd != nil || cfg.SecureConfig != nil || cfg.RunnerFunc == nil {
 		t.Fatalf("Cmd=%v SecureConfig=%v RunnerFunc set=%v; want only RunnerFunc", cfg.Cmd, cfg.SecureConfig, cfg.RunnerFunc != nil)
@@ -485,7 +493,11 @@ func TestRunnerRechecksBeforeExec(t *testing.T) {
 	}
 	b, _ := os.ReadFile(faultyBin)
 	replace(t, e.path, append(b, 'x'))
-	client := goplugin.NewClient(h.clientConfig(plugin.KindTrust, "faulty", path, checksum, &trust.GRPCPlugin{}))
+	cfg, err := h.clientConfig(plugin.KindTrust, "faulty", path, checksum, &trust.GRPCPlugin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := goplugin.NewClient(cfg)
 	defer client.Kill()
 	_, err = client.Start()
 	if !errors.Is(err, reason.ErrPluginUnpinned) || !errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
 // pinnedRunner is the go-plugin runner.Runner of one plugin launch. It
@@ -55,6 +56,7 @@ type pinnedRunner struct {
 	checksum  []byte
 	socketDir string // created by go-plugin; removed here if Start fails
 	homeDir   string // for the verified-hash cache; "" disables it
+	tlsBundle []byte // the plugin's TLS credentials (mtls.go), sent through a pipe
 	cmd       *exec.Cmd
 
 	stdout, stderr io.ReadCloser
@@ -75,11 +77,11 @@ var onHash func(path string)
 // runnerFunc returns the go-plugin RunnerFunc launching the binary at path,
 // a plugin of kind, if its SHA-256 is checksum. key names the plugin in
 // errors.
-func runnerFunc(homeDir, kind, key, path string, checksum []byte) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
+func runnerFunc(homeDir, kind, key, path string, checksum, tlsBundle []byte) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
 	return func(logger hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		// spec is exec.Command("") filled in by go-plugin: only its
-		// environment is used (handshake variables, the AutoMTLS
-		// certificate, the socket directory; no host environment, as
+		// environment is used (handshake variables and the socket
+		// directory; no host environment, as
 		// SkipHostEnv is set), after our own (pluginEnv).
 		cmd := &exec.Cmd{
 			Path:        path,
@@ -89,7 +91,7 @@ func runnerFunc(homeDir, kind, key, path string, checksum []byte) func(hclog.Log
 			SysProcAttr: sysProcAttr(),
 			// Stdin stays nil: the plugin reads /dev/null.
 		}
-		return &pinnedRunner{logger: logger, homeDir: homeDir, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd}, nil
+		return &pinnedRunner{logger: logger, homeDir: homeDir, tlsBundle: tlsBundle, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd}, nil
 	}
 }
 
@@ -120,6 +122,25 @@ func (r *pinnedRunner) Start(context.Context) (err error) {
 	}
 	if r.stderr, err = r.cmd.StderrPipe(); err != nil {
 		return fmt.Errorf("plugin stderr: %w", err)
+	}
+	if r.tlsBundle != nil {
+		// The credentials go through a pipe the plugin inherits as fd 3,
+		// never through its environment. They fit the pipe's buffer, so
+		// the write completes before the plugin runs.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("plugin TLS pipe: %w", err)
+		}
+		defer pr.Close()
+		_, werr := pw.Write(r.tlsBundle)
+		if cerr := pw.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("plugin TLS pipe: %w", werr)
+		}
+		r.cmd.ExtraFiles = []*os.File{pr}
+		r.cmd.Env = append(r.cmd.Env, plugin.TLSFDEnv+"=3")
 	}
 	r.logger.Debug("starting plugin", "path", r.path, "exec", r.cmd.Path)
 	if err := r.cmd.Start(); err != nil {

@@ -97,6 +97,7 @@ func Serve(cfg *ServeConfig) {
 		VersionedPlugins: VersionedSet(cfg.Kind, cfg.Plugin),
 		GRPCServer:       goplugin.DefaultGRPCServer,
 		Logger:           logger,
+		TLSProvider:      serverTLS,
 	})
 }
 

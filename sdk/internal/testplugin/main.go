@@ -1,5 +1,5 @@
 // Command testplugin is a minimal trust plugin built by the SDK's tests to
-// exercise the real go-plugin path: handshake, AutoMTLS, checksum pinning,
+// exercise the real go-plugin path: handshake, mutual TLS, checksum pinning,
 // version negotiation and the parent watchdog. It serves testeval.Evaluator.
 package main
 
