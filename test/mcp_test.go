@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 )
 
 // `agentnode mcp serve` driven by real MCP clients: the official Go SDK
@@ -214,16 +216,7 @@ func writeServerPackage(t testing.TB, e *mcpEnv) string {
 
 // requireKeyring skips without a Secret Service, or fails under
 // AGENTNODE_REQUIRE_KEYRING=1 (like the scripts' keyring condition).
-func requireKeyring(t testing.TB) {
-	t.Helper()
-	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "" {
-		return
-	}
-	if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
-		t.Fatal("AGENTNODE_REQUIRE_KEYRING=1 but no session bus: run through test/keyring.sh")
-	}
-	t.Skip("no Secret Service: run through test/keyring.sh")
-}
+func requireKeyring(t testing.TB) { keychaintest.Require(t) }
 
 // curatedEnv sets agentnode up with the curated package mcp-tools (on the
 // host, confined) and an mcp_server package.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 )
 
 // TestPromptOnTTY drives the real `agentnode run` with a real pseudo-terminal
@@ -26,13 +28,7 @@ import (
 // n and EOF refuse it; that every answer is in the audit record; and that
 // CI or a non-TTY stdin never shows a prompt and refuses with policy_prompt.
 func TestPromptOnTTY(t *testing.T) {
-	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
-		// Like the testscript `keyring` condition: CI must not skip.
-		if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_KEYRING=1 but no session bus: run through test/keyring.sh")
-		}
-		t.Skip("no Secret Service (trust keygen needs it): run through test/keyring.sh")
-	}
+	keychaintest.Require(t) // trust keygen needs it
 	if _, err := os.Stat("/dev/ptmx"); err != nil {
 		t.Skipf("no pseudo-terminals: %v", err)
 	}

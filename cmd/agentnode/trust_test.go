@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -60,15 +61,7 @@ func writePackage(t *testing.T, id, version string) string {
 	return dir
 }
 
-func requireTrustKeyring(t *testing.T) {
-	t.Helper()
-	if err := keychain.Available(); err != nil {
-		if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("AGENTNODE_REQUIRE_KEYRING=1 but: %v", err)
-		}
-		t.Skipf("no OS keychain (run under test/keyring.sh): %v", err)
-	}
-}
+func requireTrustKeyring(t *testing.T) { keychaintest.Require(t) }
 
 func TestTrustKeygenAttest(t *testing.T) {
 	requireTrustKeyring(t)

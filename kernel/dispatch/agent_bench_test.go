@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 )
 
@@ -43,12 +43,7 @@ func benchProvider(b *testing.B, key string) *httptest.Server {
 // directly to the same provider. Needs the Secret Service (run through
 // test/keyring.sh).
 func BenchmarkAgentLLMCall(b *testing.B) {
-	if err := keychain.Available(); err != nil {
-		if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
-			b.Fatal(err)
-		}
-		b.Skip("no OS keychain: run through test/keyring.sh:", err)
-	}
+	keychaintest.Require(b)
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	name := "bench-" + hex.EncodeToString(rnd[:4])

@@ -23,6 +23,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/specs"
 )
@@ -161,15 +162,7 @@ func TestSchema(t *testing.T) {
 	}
 }
 
-func requireKeyring(t *testing.T) {
-	t.Helper()
-	if err := keychain.Available(); err != nil {
-		if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("AGENTNODE_REQUIRE_KEYRING=1 but: %v", err)
-		}
-		t.Skipf("no OS keychain (run under test/keyring.sh): %v", err)
-	}
-}
+func requireKeyring(t *testing.T) { keychaintest.Require(t) }
 
 func TestSealKeyInKeychain(t *testing.T) {
 	requireKeyring(t)

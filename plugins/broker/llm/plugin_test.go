@@ -31,6 +31,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
@@ -82,15 +83,7 @@ func newHost(t testing.TB) *pluginhost.Host {
 	return h
 }
 
-func requireKeyring(t testing.TB) {
-	t.Helper()
-	if err := keychain.Available(); err != nil {
-		if os.Getenv("AGENTNODE_REQUIRE_KEYRING") == "1" {
-			t.Fatalf("AGENTNODE_REQUIRE_KEYRING=1 but: %v", err)
-		}
-		t.Skipf("no OS keychain (run under test/keyring.sh): %v", err)
-	}
-}
+func requireKeyring(t testing.TB) { keychaintest.Require(t) }
 
 // storeKey stores key for a fresh provider name in the real keychain and
 // returns the name.
