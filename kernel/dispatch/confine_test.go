@@ -11,6 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/kernel/confine/confinetest"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -181,9 +182,7 @@ func TestHostConfinementFullNoNote(t *testing.T) {
 	for _, mode := range []string{confine.ModeRequired, confine.ModeBestEffort} {
 		k := confineHome(t, mode)
 		withKernelABI(t, confine.MinABI)
-		if confine.LandlockABI() < confine.MinABI {
-			t.Skipf("kernel Landlock ABI %d < %d: the executor would refuse", confine.LandlockABI(), confine.MinABI)
-		}
+		confinetest.Require(t) // the executor checks the real kernel
 		res, err := k.Run(context.Background(), &Request{Package: "host-tools", Tool: "hello", Input: []byte(`{}`)})
 		if err != nil || !res.Ran || len(res.Warnings) != 0 || res.Reason != "" {
 			t.Fatalf("%s: %+v %v", mode, res, err)

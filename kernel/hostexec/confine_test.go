@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/kernel/confine/confinetest"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -190,12 +191,7 @@ func (l *listeners) settle() int64 {
 
 func requireLandlock(t *testing.T) {
 	t.Helper()
-	if abi := confine.LandlockABI(); abi < confine.MinABI {
-		if os.Getenv("AGENTNODE_REQUIRE_LANDLOCK") == "1" {
-			t.Fatalf("Landlock ABI %d < %d", abi, confine.MinABI)
-		}
-		t.Skipf("kernel Landlock ABI %d < %d: confinement tests need it", abi, confine.MinABI)
-	}
+	confinetest.Require(t)
 }
 
 // TestConfinedEscapesFail runs a host tool that tries to leave its
