@@ -1,9 +1,6 @@
 package main
 
 import (
-	"net"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,27 +10,11 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 // testEgressSocket is a real unix socket the sandbox user may connect to.
-func testEgressSocket(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "docker-egress-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := filepath.Join(dir, "egress.sock")
-	l, err := net.Listen("unix", p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := os.Chmod(p, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func testEgressSocket(t *testing.T) string { return sandboxtest.EgressSocket(t) }
 
 // TestContainerConfigEgress: with an egress socket the container gets one
 // more mount, a read-only non-recursive bind of the socket, the forwarder

@@ -1,35 +1,17 @@
 package main
 
 import (
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
-func testEgressSocket(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "podman-egress-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := filepath.Join(dir, "egress.sock")
-	l, err := net.Listen("unix", p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := os.Chmod(p, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// testEgressSocket is a real unix socket the sandbox user may connect to.
+func testEgressSocket(t *testing.T) string { return sandboxtest.EgressSocket(t) }
 
 // TestRunArgsEgress: egress adds exactly one --volume (the socket,
 // read-only, not recursive), the forwarder as entrypoint and the proxy

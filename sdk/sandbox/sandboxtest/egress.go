@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
@@ -256,4 +257,26 @@ func checkEgressOnlyNewMount(ctx context.Context, h *harness) outcome {
 		return fail("egress added mounts %q and removed %q; want only %s added", added, removed, profile.EgressSocketPath)
 	}
 	return pass("%d mounts without egress, %d with: only %s added", len(without), len(with), profile.EgressSocketPath)
+}
+
+// EgressSocket returns the path of a listening unix socket the sandbox user
+// may connect to (mode 0666 in a private directory), removed when tb ends.
+// Backends use it to test how they map Spec.EgressSocket; nothing answers.
+func EgressSocket(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "sandboxtest-egress-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	p := filepath.Join(dir, "egress.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	if err := os.Chmod(p, 0o666); err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }
