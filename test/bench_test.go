@@ -88,6 +88,14 @@ func cli(b *testing.B, env []string, args ...string) []byte {
 	b.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "agentnode"), args...)
 	cmd.Env = env
+	// Run in the benchmark's directory (next to AGENTNODE_HOME): install
+	// writes agentnode.lock into the working directory, and every run
+	// reads it from there.
+	for _, kv := range env {
+		if h, ok := strings.CutPrefix(kv, "AGENTNODE_HOME="); ok {
+			cmd.Dir = filepath.Dir(h)
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("agentnode %v: %v\n%s", args, err, out)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
 func init() {
@@ -71,7 +72,7 @@ func newInstallCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			p, err := store.Open(home.PackagesDir(dir)).InstallFrom(src, store.InstallOptions{Attestations: atts, SHA256: pin})
+			p, err := store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir))).InstallFrom(src, store.InstallOptions{Attestations: atts, SHA256: pin})
 			if err != nil {
 				if badPackage(err) {
 					// A bad manifest, archive or pin is a usage error: exit 2,

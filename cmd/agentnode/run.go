@@ -106,7 +106,8 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 	if d, err := time.ParseDuration(os.Getenv("AGENTNODE_STAGE_TIMEOUT")); err == nil && d > 0 {
 		k.StageTimeout = d
 	}
-	return k, host.Close, nil
+	// The commands using this kernel exit right after cleanup.
+	return k, host.Exit, nil
 }
 
 // isInteractive implements CONTRACT.md: non-interactive when CI is set

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
 // MaxFileSize bounds config.json; a larger file is refused unread.
@@ -31,13 +32,26 @@ type KV struct {
 // leaf keys set to their defaults. A missing file wraps reason.ErrNotSetUp;
 // every other problem wraps reason.ErrConfigInvalid and names the file and
 // the key.
-func Load(path string) (*Config, error) {
-	doc, err := readDoc(path)
+func Load(path string) (*Config, error) { return LoadCached(path, nil) }
+
+// verdictKind names config.json's verdicts in a verdict.Cache.
+const verdictKind = "config.json"
+
+// LoadCached is Load, except that a file whose exact bytes this binary
+// validated before (a verdict in cache) is not validated against the schema
+// again. Everything else (the file checks, strict decoding, conversion) is
+// done every time, and a file that does not validate is always reported in
+// full.
+func LoadCached(path string, cache *verdict.Cache) (*Config, error) {
+	doc, data, err := readDoc(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := validate(path, doc); err != nil {
-		return nil, err
+	if !cache.Valid(verdictKind, data) {
+		if err := validate(path, doc); err != nil {
+			return nil, err
+		}
+		cache.Remember(verdictKind, data)
 	}
 	return toConfig(path, doc)
 }
@@ -68,7 +82,7 @@ func Setup(path string) (created bool, added []string, err error) {
 		return false, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, statErr)
 	}
 
-	doc, err := readDoc(path)
+	doc, _, err := readDoc(path)
 	if err != nil {
 		return false, nil, err
 	}
@@ -182,7 +196,7 @@ func Set(path, key, value string) error {
 	if err != nil {
 		return reason.New(reason.ConfigInvalid, "%s: invalid value %q (%v); want %s", key, value, err, sk.allowed())
 	}
-	doc, err := readDoc(path)
+	doc, _, err := readDoc(path)
 	if err != nil {
 		return err
 	}
@@ -211,7 +225,7 @@ func AddTrustKey(path, id, publicKeyB64 string) error {
 	if _, err := decodePublicKey(publicKeyB64); err != nil {
 		return reason.New(reason.ConfigInvalid, "trust key %q: %w", id, err)
 	}
-	doc, err := readDoc(path)
+	doc, _, err := readDoc(path)
 	if err != nil {
 		return err
 	}
@@ -292,44 +306,44 @@ func (c *Config) generic() (any, error) {
 // (not_set_up), an unreadable, oversized or group/world-writable one, and
 // anything that is not a single JSON value without duplicate keys
 // (config_invalid).
-func readDoc(path string) (any, error) {
+func readDoc(path string) (doc any, data []byte, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &reason.Error{
+		return nil, nil, &reason.Error{
 			Code: reason.NotSetUp,
 			Msg:  fmt.Sprintf("agentnode is not set up: run `agentnode setup` (no config at %s)", path),
 			Err:  err,
 		}
 	}
 	if err != nil {
-		return nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
+		return nil, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
+		return nil, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, reason.New(reason.ConfigInvalid, "config %s is not a regular file", path)
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is not a regular file", path)
 	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o022 != 0 {
-		return nil, reason.New(reason.ConfigInvalid, "config %s is writable by group or others (mode %04o): check its contents, then run chmod 600 %s", path, fi.Mode().Perm(), path)
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is writable by group or others (mode %04o): check its contents, then run chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
 	if fi.Size() > MaxFileSize {
-		return nil, reason.New(reason.ConfigInvalid, "config %s is larger than %d bytes", path, MaxFileSize)
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is larger than %d bytes", path, MaxFileSize)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
+		return nil, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, reason.New(reason.ConfigInvalid, "config %s is larger than %d bytes", path, MaxFileSize)
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is larger than %d bytes", path, MaxFileSize)
 	}
-	doc, err := decodeStrict(data)
+	doc, err = decodeStrict(data)
 	if err != nil {
-		return nil, reason.New(reason.ConfigInvalid, "config %s is invalid: %w", path, err)
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is invalid: %w", path, err)
 	}
-	return doc, nil
+	return doc, data, nil
 }
 
 // validate checks doc and reports every problem with the file name.

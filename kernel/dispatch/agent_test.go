@@ -53,7 +53,7 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 			t.Fatal(err)
 		}
 	}
-	set, err := loadSettings(path, nil)
+	set, err := loadSettings(path, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

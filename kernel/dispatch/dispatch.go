@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/audit"
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/lock"
@@ -21,6 +23,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/verdict"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
@@ -166,6 +169,20 @@ var decisionStages = []stage{
 // kill and clean up.
 var executeStage = stage{name: "execute", code: reason.PluginUnavailable, run: stageExecute,
 	timeout: func(st *state) time.Duration { return st.set.timeout + 30*time.Second }}
+
+// verdicts is where the kernel remembers the documents it validated
+// (kernel/verdict): config.json and installed manifests are validated
+// against their schemas once, not on every run.
+func (k *Kernel) verdicts() *verdict.Cache {
+	return verdict.Open(home.VerdictsDir(k.HomeDir))
+}
+
+// store is the package store, remembering validated manifests and the
+// digests of installed files (kernel/hashcache).
+func (k *Kernel) store() *store.Store {
+	hashes := hashcache.Open(filepath.Join(home.StateDir(k.HomeDir), store.HashCacheFile))
+	return store.Open(home.PackagesDir(k.HomeDir)).WithVerdicts(k.verdicts()).WithHashes(hashes)
+}
 
 func (k *Kernel) stageTimeout() time.Duration {
 	if k.StageTimeout > 0 {

@@ -75,7 +75,7 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 	if path == "" {
 		path = home.ConfigPath(k.HomeDir)
 	}
-	set, err := loadSettings(path, k.Environ)
+	set, err := loadSettings(path, k.Environ, k.verdicts())
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func stageLockfile(_ context.Context, st *state) error {
 
 	// The installed package, to compare with its entry. Not installed: the
 	// artifact stage refuses.
-	pkg, perr := store.Open(home.PackagesDir(st.k.HomeDir)).Get(st.req.Package)
+	pkg, perr := st.k.store().Get(st.req.Package)
 	if perr != nil && !errors.Is(perr, store.ErrNotInstalled) {
 		return reason.New(reason.ArtifactMismatch, "%w", perr)
 	}

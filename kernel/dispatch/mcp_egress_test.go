@@ -89,7 +89,7 @@ func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Add
 func egressState(t *testing.T) *state {
 	t.Helper()
 	k := newHome(t)
-	set, err := loadSettings(home.ConfigPath(k.HomeDir), nil)
+	set, err := loadSettings(home.ConfigPath(k.HomeDir), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func stageConfig(_ context.Context, st *state) error {
 	if path == "" {
 		path = home.ConfigPath(st.k.HomeDir)
 	}
-	set, err := loadSettings(path, st.k.Environ)
+	set, err := loadSettings(path, st.k.Environ, st.k.verdicts())
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func stageConfig(_ context.Context, st *state) error {
 
 // stageArtifact loads the installed package and recomputes its content hash.
 func stageArtifact(_ context.Context, st *state) error {
-	s := store.Open(home.PackagesDir(st.k.HomeDir))
+	s := st.k.store()
 	// The lockfile stage may have read the package's metadata already; its
 	// content is hashed again below either way.
 	pkg, err := st.loaded, error(nil)

@@ -53,5 +53,8 @@ func PluginsDir(dir string) string { return filepath.Join(dir, "plugins") }
 // StateDir holds persistent kernel state such as rate-limit windows.
 func StateDir(dir string) string { return filepath.Join(dir, "state") }
 
+// VerdictsDir holds the validation verdicts of kernel/verdict.
+func VerdictsDir(dir string) string { return filepath.Join(StateDir(dir), "valid") }
+
 // RateLimitPath is the rate-limit state file (kernel/ratelimit).
 func RateLimitPath(dir string) string { return filepath.Join(StateDir(dir), "ratelimit.db") }

@@ -26,7 +26,7 @@ func ValidSemver(v string) bool { return semverRe.MatchString(v) }
 var pythonEntrypointRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$`)
 
 // check does what the schema cannot: cross-field and file-system checks.
-func check(m *Manifest, dir string) []Problem {
+func check(m *Manifest, dir string, schemas bool) []Problem {
 	var problems []Problem
 	bad := func(field, format string, args ...any) {
 		problems = append(problems, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
@@ -61,12 +61,14 @@ func check(m *Manifest, dir string) []Problem {
 		} else {
 			seen[t.Name] = i
 		}
-		if _, err := CompileSchema(t.InputSchema); err != nil {
-			problems = append(problems, compileProblems(f+".input_schema", t.InputSchema, err)...)
-		}
-		if t.OutputSchema != nil {
-			if _, err := CompileSchema(t.OutputSchema); err != nil {
-				problems = append(problems, compileProblems(f+".output_schema", t.OutputSchema, err)...)
+		if schemas { // else known valid (LoadCached): they compiled before
+			if _, err := CompileSchema(t.InputSchema); err != nil {
+				problems = append(problems, compileProblems(f+".input_schema", t.InputSchema, err)...)
+			}
+			if t.OutputSchema != nil {
+				if _, err := CompileSchema(t.OutputSchema); err != nil {
+					problems = append(problems, compileProblems(f+".output_schema", t.OutputSchema, err)...)
+				}
 			}
 		}
 		switch m.Runtime {

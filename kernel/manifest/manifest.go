@@ -25,6 +25,8 @@ import (
 	"regexp"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
 // FileName is the manifest's name inside a package directory.
@@ -210,15 +212,30 @@ func ValidPackageID(id string) bool { return packageIDRe.MatchString(id) }
 // Load reads dir/agentnode.yaml and checks it. Any problem yields an *Error
 // naming the file and the field; a missing or unreadable file is an *Error
 // wrapping the I/O error.
-func Load(dir string) (*Manifest, error) {
+func Load(dir string) (*Manifest, error) { return LoadCached(dir, nil) }
+
+// verdictKind names manifest verdicts in a verdict.Cache.
+const verdictKind = "agentnode.yaml"
+
+// LoadCached is Load, except that a manifest whose exact bytes this binary
+// found valid before (a verdict in cache) is not validated against the
+// manifest schema, nor are its tools' input and output schemas compiled,
+// again. The checks that depend on the package directory (entrypoints exist
+// and are regular files, MCP commands) run every time, and a manifest that
+// does not validate is always reported in full.
+func LoadCached(dir string, cache *verdict.Cache) (*Manifest, error) {
 	file := filepath.Join(dir, FileName)
 	data, msg, err := readFile(file)
 	if err != nil {
 		return nil, newError(file, err, Problem{Msg: msg})
 	}
-	m, problems := parse(data, dir)
+	known := cache.Valid(verdictKind, data)
+	m, problems := parse(data, dir, !known)
 	if len(problems) > 0 {
 		return nil, newError(file, nil, problems...)
+	}
+	if !known {
+		cache.Remember(verdictKind, data)
 	}
 	return m, nil
 }
@@ -273,28 +290,32 @@ func describeMode(m os.FileMode) string {
 }
 
 // parse converts, validates and decodes; dir is the package directory the
-// entrypoints are checked against.
-func parse(data []byte, dir string) (*Manifest, []Problem) {
+// entrypoints are checked against. With schemas false, the document is
+// known to be valid (LoadCached): the schema validation and the compiles of
+// the tools' schemas, which depend on data alone, are skipped.
+func parse(data []byte, dir string, schemas bool) (*Manifest, []Problem) {
 	raw, problems := yamlToJSON(data)
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, []Problem{{Msg: fmt.Sprintf("cannot convert to JSON: %v", err)}}
-	}
-	sch, err := manifestSchema()
-	if err != nil {
-		return nil, []Problem{{Msg: err.Error()}}
-	}
-	if err := sch.Validate(doc); err != nil {
-		return nil, schemaProblems(err, doc)
+	if schemas {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			return nil, []Problem{{Msg: fmt.Sprintf("cannot convert to JSON: %v", err)}}
+		}
+		sch, err := manifestSchema()
+		if err != nil {
+			return nil, []Problem{{Msg: err.Error()}}
+		}
+		if err := sch.Validate(doc); err != nil {
+			return nil, schemaProblems(err, doc)
+		}
 	}
 	m, problems := decode(raw)
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	if problems := check(m, dir); len(problems) > 0 {
+	if problems := check(m, dir, schemas); len(problems) > 0 {
 		return nil, problems
 	}
 	return m, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -18,9 +19,9 @@ func countHashes(t *testing.T) *atomic.Int32 {
 	t.Helper()
 	var n atomic.Int32
 	onHash = func(string) { n.Add(1) }
-	old := hashSettle
-	hashSettle = 0
-	t.Cleanup(func() { onHash, hashSettle = nil, old })
+	old := hashcache.Settle
+	hashcache.Settle = 0
+	t.Cleanup(func() { onHash, hashcache.Settle = nil, old })
 	return &n
 }
 
@@ -56,7 +57,7 @@ func TestHashCacheSparesRehash(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("cache file mode %v, %v", fi.Mode().Perm(), err)
 	}
-	var m map[string]hashEntry
+	var m map[string]hashcache.Entry
 	if err := json.Unmarshal(data, &m); err != nil || m[e.path].SHA256 == "" {
 		t.Fatalf("cache has no entry for %s: %s (%v)", e.path, data, err)
 	}
@@ -116,7 +117,7 @@ func TestHashCacheEntriesMustMatchTheFile(t *testing.T) {
 	if err := startTrust(t, e); err != nil {
 		t.Fatal(err)
 	}
-	m := readHashCache(e.home)
+	m := hashcache.Read(hashCachePath(e.home))
 	entry := m[e.path]
 	entry.Ino++
 	m[e.path] = entry
@@ -139,11 +140,11 @@ func TestHashCacheEntriesMustMatchTheFile(t *testing.T) {
 	}
 }
 
-// A file changed less than hashSettle before it was hashed is not cached:
+// A file changed less than hashcache.Settle before it was hashed is not cached:
 // a later change within the same ctime tick could keep its stamps.
 func TestHashCacheSkipsUnsettledFiles(t *testing.T) {
 	n := countHashes(t)
-	hashSettle = time.Hour
+	hashcache.Settle = time.Hour
 	e := newEnv(t, "ok", true)
 	for i := 0; i < 2; i++ {
 		if err := startTrust(t, e); err != nil {
@@ -153,7 +154,7 @@ func TestHashCacheSkipsUnsettledFiles(t *testing.T) {
 	if got := n.Load(); got != 2 {
 		t.Fatalf("hashed %d times, want 2 (nothing cached)", got)
 	}
-	if _, ok := readHashCache(e.home)[e.path]; ok {
+	if _, ok := hashcache.Read(hashCachePath(e.home))[e.path]; ok {
 		t.Fatal("an unsettled file was cached")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -425,7 +426,7 @@ func TestPluginStderrReachesHostLog(t *testing.T) {
 func TestClientConfig(t *testing.T) {
 	h := New(Options{HomeDir: t.TempDir(), BinDir: t.TempDir(), Logger: hclog.NewNullLogger(), StartTimeout: 3 * time.Second})
 	sum := sha256.Sum256([]byte("x"))
-	cfg, err := h.clientConfig(plugin.KindTrust, "faulty", "/bin/true", sum[:], &trust.GRPCPlugin{})
+	cfg, err := h.clientConfig(plugin.KindTrust, "faulty", "/bin/true", sum[:], &trust.GRPCPlugin{}, new(runnerCtl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +494,7 @@ func TestRunnerRechecksBeforeExec(t *testing.T) {
 	}
 	b, _ := os.ReadFile(faultyBin)
 	replace(t, e.path, append(b, 'x'))
-	cfg, err := h.clientConfig(plugin.KindTrust, "faulty", path, checksum, &trust.GRPCPlugin{})
+	cfg, err := h.clientConfig(plugin.KindTrust, "faulty", path, checksum, &trust.GRPCPlugin{}, new(runnerCtl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -776,5 +777,60 @@ func TestWritableBinaryRefused(t *testing.T) {
 	_, err = h.Trust(context.Background(), "faulty")
 	if !errors.Is(err, reason.ErrPluginUnpinned) || !strings.Contains(err.Error(), "writable by group or others") {
 		t.Fatalf("Trust = %v, want ErrPluginUnpinned about the file mode", err)
+	}
+}
+
+// Exit (the end of a CLI command) kills trust and guard plugins with their
+// process groups at once, removes their socket directories, and logs
+// nothing: their SIGKILL is expected, not a crash.
+func TestExitKillsAtOnceAndQuietly(t *testing.T) {
+	e := newEnv(t, "spawn", true)
+	var buf syncBuffer
+	quiet := hclog.New(&hclog.LoggerOptions{Name: "agentnode", Level: hclog.Warn, Output: &buf})
+	h := e.host(t, Options{Logger: quiet})
+	c, err := h.Trust(context.Background(), "faulty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := h.PID(plugin.KindTrust, "faulty")
+	resp, err := evaluate(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(resp.Reason)
+	if err != nil || child <= 0 {
+		t.Fatalf("spawn returned %q", resp.Reason)
+	}
+	h.mu.Lock()
+	socketDir := h.slots[Key(plugin.KindTrust, "faulty")].proc.ctl.getSocketDir()
+	h.mu.Unlock()
+	if socketDir == "" {
+		t.Fatal("no socket directory recorded for the plugin")
+	}
+	if _, err := os.Stat(socketDir); err != nil {
+		t.Fatalf("socket directory before Exit: %v", err)
+	}
+	h.Exit()
+	if _, err := os.Stat(socketDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("socket directory after Exit: %v, want it removed", err)
+	}
+	// Killed, not merely asked: SIGKILL went to the whole group already
+	// (the plugin may still await reaping by go-plugin's goroutine).
+	for _, p := range []int{pid, child} {
+		deadline := time.Now().Add(2 * time.Second)
+		for alive(p) && !strings.Contains(procState(p), ") Z ") {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d still running after Exit: %s", p, procState(p))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitGone(t, child, 2*time.Second)
+	if _, err := h.Trust(context.Background(), "faulty"); err == nil {
+		t.Error("dispense after Exit succeeded")
+	}
+	time.Sleep(100 * time.Millisecond) // let go-plugin's goroutines notice the exit
+	if s := buf.String(); s != "" {
+		t.Errorf("Exit logged at warn level or above:\n%s", s)
 	}
 }

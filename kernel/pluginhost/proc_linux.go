@@ -16,16 +16,3 @@ func sysProcAttr() *syscall.SysProcAttr {
 // execPath is the path under which exec runs exactly the open file f:
 // /proc/self/fd/<n> is a link to the open file itself, not to a path.
 func execPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
-
-// statStamp is the identity and change stamps of a file, for the
-// verified-hash cache (hashcache.go).
-func statStamp(fi os.FileInfo) (fileStamp, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStamp{}, false
-	}
-	return fileStamp{
-		Dev: st.Dev, Ino: st.Ino, Size: st.Size,
-		MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano(),
-	}, true
-}

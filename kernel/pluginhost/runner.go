@@ -3,7 +3,6 @@ package pluginhost
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,12 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"time"
+	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-plugin/runner"
 
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
@@ -54,16 +56,39 @@ type pinnedRunner struct {
 	logger    hclog.Logger
 	key, path string
 	checksum  []byte
-	socketDir string // created by go-plugin; removed here if Start fails
-	homeDir   string // for the verified-hash cache; "" disables it
-	tlsBundle []byte // the plugin's TLS credentials (mtls.go), sent through a pipe
+	socketDir string           // created by go-plugin; removed here if Start fails
+	hashes    *hashcache.Cache // the verified-hash cache; nil disables it
+	tlsBundle []byte           // the plugin's TLS credentials (mtls.go), sent through a pipe
 	cmd       *exec.Cmd
+	ctl       *runnerCtl
 
 	stdout, stderr io.ReadCloser
 	pid            int
 }
 
 var _ runner.Runner = (*pinnedRunner)(nil)
+
+// runnerCtl is what the host shares with one launch's runner.
+type runnerCtl struct {
+	// stopping is set by the host before it kills the plugin: its death
+	// by SIGKILL is then expected, not a crash (see pinnedRunner.Wait).
+	stopping atomic.Bool
+
+	mu        sync.Mutex
+	socketDir string // go-plugin's directory for the plugin's socket
+}
+
+func (c *runnerCtl) setSocketDir(dir string) {
+	c.mu.Lock()
+	c.socketDir = dir
+	c.mu.Unlock()
+}
+
+func (c *runnerCtl) getSocketDir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.socketDir
+}
 
 // afterOpen, when set by a test, runs right after the binary was opened
 // and before it is hashed: the window an attacker swapping the file would
@@ -77,7 +102,7 @@ var onHash func(path string)
 // runnerFunc returns the go-plugin RunnerFunc launching the binary at path,
 // a plugin of kind, if its SHA-256 is checksum. key names the plugin in
 // errors.
-func runnerFunc(homeDir, kind, key, path string, checksum, tlsBundle []byte) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
+func runnerFunc(hashes *hashcache.Cache, kind, key, path string, checksum, tlsBundle []byte, ctl *runnerCtl) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
 	return func(logger hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 		// spec is exec.Command("") filled in by go-plugin: only its
 		// environment is used (handshake variables and the socket
@@ -91,7 +116,8 @@ func runnerFunc(homeDir, kind, key, path string, checksum, tlsBundle []byte) fun
 			SysProcAttr: sysProcAttr(),
 			// Stdin stays nil: the plugin reads /dev/null.
 		}
-		return &pinnedRunner{logger: logger, homeDir: homeDir, tlsBundle: tlsBundle, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd}, nil
+		ctl.setSocketDir(socketDir)
+		return &pinnedRunner{logger: logger, hashes: hashes, tlsBundle: tlsBundle, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd, ctl: ctl}, nil
 	}
 }
 
@@ -172,36 +198,37 @@ func (r *pinnedRunner) verify(f *os.File) error {
 		// but exec.Cmd would overwrite such an fd with the plugin's stdio.
 		return fmt.Errorf("plugin binary opened as fd %d", f.Fd())
 	}
-	before, stamped := statStamp(fi)
-	if stamped && cachedDigestMatches(r.homeDir, r.path, before, r.checksum) {
-		return nil // this very file was hashed before and has not changed since (hashcache.go)
-	}
-	if onHash != nil {
+	// The verified-hash cache spares the read when this very file was
+	// hashed before and has not changed since (kernel/hashcache).
+	got, hashed, err := r.hashes.Sum(f, r.path)
+	if hashed && onHash != nil {
 		onHash(r.path)
 	}
-	hashedAt := time.Now()
-	sum := sha256.New()
-	if _, err := io.Copy(sum, f); err != nil {
+	if err != nil {
 		return fmt.Errorf("hash plugin binary: %w", err)
 	}
-	got := sum.Sum(nil)
+	r.hashes.Flush()
 	if !bytes.Equal(got, r.checksum) {
 		return reason.New(reason.PluginUnpinned,
 			"plugin %s (%s) changed since it was pinned: sha256 %s, pinned %s; re-pin it only if you trust the new binary: %w",
 			r.key, r.path, hex.EncodeToString(got), hex.EncodeToString(r.checksum), goplugin.ErrChecksumsDoNotMatch)
 	}
-	if stamped {
-		if fi2, err := f.Stat(); err == nil {
-			if after, ok := statStamp(fi2); ok {
-				recordDigest(r.homeDir, r.path, before, after, hashedAt, got)
-			}
-		}
-	}
 	return nil
 }
 
-// Wait waits for the plugin to exit.
-func (r *pinnedRunner) Wait(context.Context) error { return r.cmd.Wait() }
+// Wait waits for the plugin to exit. A plugin the host killed on purpose
+// (Host.stop) ended as intended: its SIGKILL is not reported as an error,
+// which go-plugin would log as a failure.
+func (r *pinnedRunner) Wait(context.Context) error {
+	err := r.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && r.ctl != nil && r.ctl.stopping.Load() && errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return nil
+		}
+	}
+	return err
+}
 
 // Kill sends SIGKILL to the plugin; Host.stop then kills its process group.
 func (r *pinnedRunner) Kill(context.Context) error {

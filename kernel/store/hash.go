@@ -13,6 +13,8 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+
+	"github.com/agentnode/agentnode/kernel/hashcache"
 )
 
 // hashHeader starts every content hash input; it names the format version
@@ -34,12 +36,25 @@ type entry struct {
 // Ownership, times and other permission bits are not hashed. Special files,
 // absolute symlinks and symlinks that resolve outside the tree (or nowhere)
 // are errors.
-func ContentHash(dir string) (string, error) {
+func ContentHash(dir string) (string, error) { return contentHash(dir, nil) }
+
+// contentHash is ContentHash taking the digests of files that provably did
+// not change since they were last hashed from cache (kernel/hashcache),
+// when cache is not nil. The tree itself (names, kinds, modes, symlink
+// targets) is read every time.
+func contentHash(dir string, cache *hashcache.Cache) (string, error) {
 	entries, root, err := scanTree(dir)
 	if err != nil {
 		return "", err
 	}
 	defer root.Close()
+	var abs string // the cache knows files by absolute path
+	if cache != nil {
+		if abs, err = filepath.Abs(dir); err != nil {
+			cache = nil
+		}
+		defer cache.Flush()
+	}
 	h := sha256.New()
 	io.WriteString(h, hashHeader)
 	for _, e := range entries {
@@ -48,7 +63,7 @@ func ContentHash(dir string) (string, error) {
 		case e.mode.IsDir():
 			kind = "d"
 		case e.mode.IsRegular():
-			sum, err := fileSHA256(root, e.path)
+			sum, err := fileSHA256(root, e.path, cache, abs)
 			if err != nil {
 				return "", err
 			}
@@ -147,7 +162,7 @@ func checkSymlink(root *os.Root, p string) error {
 	return nil
 }
 
-func fileSHA256(root *os.Root, p string) (string, error) {
+func fileSHA256(root *os.Root, p string, cache *hashcache.Cache, abs string) (string, error) {
 	f, err := root.Open(filepath.FromSlash(p))
 	if err != nil {
 		return "", err
@@ -158,11 +173,15 @@ func fileSHA256(root *os.Root, p string) (string, error) {
 	} else if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("%s changed while it was hashed", p)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
+	name := p
+	if cache != nil {
+		name = filepath.Join(abs, filepath.FromSlash(p))
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sum, _, err := cache.Sum(f, name)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sum), nil
 }
 
 func describe(m fs.FileMode) string {

@@ -32,8 +32,10 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/filelock"
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
 // ErrNotInstalled is wrapped by the error of Get and Remove for a package
@@ -59,6 +61,12 @@ type Store struct {
 	// afterFill, if set, runs after the package tree is in the staging
 	// directory; tests use it to inject failures.
 	afterFill func(staging string) error
+	// verdicts spares loading a manifest validated before from validating
+	// it again (WithVerdicts).
+	verdicts *verdict.Cache
+	// hashes spares Verify from reading files that provably did not change
+	// since they were last hashed (WithHashes).
+	hashes *hashcache.Cache
 }
 
 // Package is an installed package.
@@ -93,6 +101,26 @@ type meta struct {
 // first Install.
 func Open(root string) *Store {
 	return &Store{root: root, now: time.Now, limits: DefaultLimits}
+}
+
+// WithVerdicts makes the store remember which manifests it validated in c,
+// and skip their schema validation when it loads them again
+// (manifest.LoadCached). It returns s.
+func (s *Store) WithVerdicts(c *verdict.Cache) *Store {
+	s.verdicts = c
+	return s
+}
+
+// HashCacheFile is the name, in agentnode's state directory, of the cache
+// of installed files' digests (WithHashes).
+const HashCacheFile = "package-hashes.json"
+
+// WithHashes makes Verify take the digest of a file that did not change
+// since it was last hashed from c (kernel/hashcache) instead of reading it
+// again. It returns s.
+func (s *Store) WithHashes(c *hashcache.Cache) *Store {
+	s.hashes = c
+	return s
 }
 
 // Root is the store's directory.
@@ -163,7 +191,7 @@ func (s *Store) InstallFrom(src string, opts InstallOptions) (*Package, error) {
 }
 
 func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string) (*Package, error) {
-	m, err := manifest.Load(srcDir)
+	m, err := manifest.LoadCached(srcDir, s.verdicts)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +294,7 @@ func (s *Store) installTree(fill func(staging string) error, src source, atts []
 	content := filepath.Join(staging, contentDir)
 	// The copy is what gets installed: check it (again, for a directory,
 	// in case it changed while it was copied).
-	mc, err := manifest.Load(content)
+	mc, err := manifest.LoadCached(content, s.verdicts)
 	if err != nil {
 		var me *manifest.Error
 		if errors.As(err, &me) {
@@ -435,7 +463,7 @@ func (s *Store) Get(id string) (*Package, error) {
 		return nil, reason.New(reason.ArtifactMismatch, "package %q: %s names package %q", id, metaFile, md.PackageID)
 	}
 	content := filepath.Join(dir, contentDir)
-	m, err := manifest.Load(content)
+	m, err := manifest.LoadCached(content, s.verdicts)
 	if err != nil {
 		return nil, reason.New(reason.ArtifactMismatch, "package %q: installed manifest: %w", id, err)
 	}
@@ -466,7 +494,7 @@ func (s *Store) Get(id string) (*Package, error) {
 // Verify recomputes the content hash of p.Dir. A different hash, or a tree
 // that cannot be hashed, is a reason.ArtifactMismatch error.
 func (s *Store) Verify(p *Package) error {
-	got, err := ContentHash(p.Dir)
+	got, err := contentHash(p.Dir, s.hashes)
 	if err != nil {
 		return reason.New(reason.ArtifactMismatch, "package %s@%s: cannot hash the installed tree: %w", p.ID, p.Version, err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -236,19 +238,94 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			}
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s := newStore(t)
-			p, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.tamper(t, p.Dir)
-			err = s.Verify(p)
-			if !errors.Is(err, reason.ErrArtifactMismatch) || reason.CodeOf(err) != reason.ArtifactMismatch {
-				t.Fatalf("Verify after tampering = %v, want artifact_mismatch", err)
-			}
-		})
+	cases = append(cases, struct {
+		name   string
+		tamper func(t *testing.T, dir string)
+	}{"same-size rewrite, mtime put back", func(t *testing.T, dir string) {
+		f := filepath.Join(dir, "data", "words.txt")
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writable(t, f)
+		b, _ := os.ReadFile(f)
+		b[0] ^= 1
+		time.Sleep(10 * time.Millisecond) // a tick of the coarse file clock
+		mustWrite(t, f, string(b), fi.Mode().Perm())
+		if err := os.Chtimes(f, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	// Each case also with the digest cache (kernel/hashcache) warm: every
+	// file hashed and vouched for before the tampering.
+	for _, cached := range []bool{false, true} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/cached=%v", c.name, cached), func(t *testing.T) {
+				s := newStore(t)
+				p, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cached {
+					old := hashcache.Settle
+					hashcache.Settle = 0
+					t.Cleanup(func() { hashcache.Settle = old })
+					cache := hashcache.Open(filepath.Join(t.TempDir(), HashCacheFile))
+					s.WithHashes(cache)
+					if err := s.Verify(p); err != nil {
+						t.Fatal(err)
+					}
+					if n := len(hashcache.Read(cache.Path())); n != 3 {
+						t.Fatalf("%d files in the digest cache, want 3", n)
+					}
+				}
+				c.tamper(t, p.Dir)
+				err = s.Verify(p)
+				if !errors.Is(err, reason.ErrArtifactMismatch) || reason.CodeOf(err) != reason.ArtifactMismatch {
+					t.Fatalf("Verify after tampering = %v, want artifact_mismatch", err)
+				}
+			})
+		}
+	}
+}
+
+// With a warm digest cache Verify takes unchanged files' digests from the
+// cache instead of reading them: an entry whose stamps match is believed
+// (the cache is as trusted as the store's own metadata), which this test
+// shows by planting a wrong digest under the right stamps.
+func TestVerifyUsesTheDigestCache(t *testing.T) {
+	old := hashcache.Settle
+	hashcache.Settle = 0
+	t.Cleanup(func() { hashcache.Settle = old })
+	s := newStore(t)
+	p, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), HashCacheFile)
+	s.WithHashes(hashcache.Open(path))
+	if err := s.Verify(p); err != nil {
+		t.Fatal(err)
+	}
+	m := hashcache.Read(path)
+	name := filepath.Join(p.Dir, "data", "words.txt")
+	e, ok := m[name]
+	if !ok {
+		t.Fatalf("%s not in the cache: %v", name, m)
+	}
+	e.SHA256 = strings.Repeat("0", 64)
+	m[name] = e
+	data, _ := json.Marshal(m)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.WithHashes(hashcache.Open(path))
+	if err := s.Verify(p); !errors.Is(err, reason.ErrArtifactMismatch) {
+		t.Fatalf("Verify with a planted digest = %v: the cache was not consulted", err)
+	}
+	s.WithHashes(nil)
+	if err := s.Verify(p); err != nil {
+		t.Fatalf("Verify without the cache: %v", err)
 	}
 }
 

@@ -1,0 +1,223 @@
+// Package hashcache remembers the SHA-256 digests of files by their identity
+// and change stamps, so that a file hashed once is not read and hashed again
+// while it provably has not changed: plugin binaries before every launch
+// (13–20 MB, about 10 ms each) and installed package trees before every run.
+//
+// An entry records the file's identity and change stamps (device, inode,
+// size, mtime, ctime) as fstat reported them on the very descriptor that was
+// hashed. It is used only when fstat of a newly opened descriptor matches
+// every field. The kernel sets ctime to the current time on any change to a
+// file's content or metadata and offers no way to set it back (short of
+// changing the system clock, which needs root), and a replaced file has
+// another inode, so a file that changed after it was hashed never matches.
+// ctime has a coarse clock, so a change in the same tick as the hash could
+// keep the stamp: entries are only recorded for files last changed at least
+// Settle before hashing began, and the stamps are checked again after
+// hashing.
+//
+// A cache is one JSON file (0600) in agentnode's state directory. It is as
+// trusted as the pins and package metadata next to it: whoever can write
+// one can write the others. A missing, corrupt or unwritable cache only
+// means files are hashed again.
+package hashcache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Settle is how long before hashing a file must have last changed for its
+// digest to be recorded (a variable for tests only).
+var Settle = 2 * time.Second
+
+// Stamp identifies one version of a file.
+type Stamp struct {
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	Size    int64  `json:"size"`
+	MtimeNS int64  `json:"mtime_ns"`
+	CtimeNS int64  `json:"ctime_ns"`
+}
+
+// Entry is one cached digest.
+type Entry struct {
+	Stamp
+	SHA256 string `json:"sha256"`
+}
+
+// Cache is the digest cache kept in one file. Its methods are safe for
+// concurrent use; a nil *Cache caches nothing.
+type Cache struct {
+	path string
+
+	mu     sync.Mutex
+	loaded bool
+	m      map[string]Entry
+	dirty  bool
+}
+
+// Open returns the cache kept in the file at path. Nothing is read before
+// the first lookup.
+func Open(path string) *Cache { return &Cache{path: path} }
+
+// Path is the cache's file.
+func (c *Cache) Path() string { return c.path }
+
+// load reads the file once; c.mu is held.
+func (c *Cache) load() {
+	if c.loaded {
+		return
+	}
+	c.loaded = true
+	c.m = Read(c.path)
+	if c.m == nil {
+		c.m = map[string]Entry{}
+	}
+}
+
+// Read returns the entries of the cache file at path by file name; nil
+// when it cannot be read.
+func Read(path string) map[string]Entry {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var m map[string]Entry
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// Lookup returns the digest recorded for the file name with stamp st.
+func (c *Cache) Lookup(name string, st Stamp) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.load()
+	e, ok := c.m[name]
+	if !ok || e.Stamp != st {
+		return nil, false
+	}
+	sum, err := hex.DecodeString(e.SHA256)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, false
+	}
+	return sum, true
+}
+
+// Add records the digest of the file name, hashed starting at hashedAt with
+// stamp before and stamp after, in memory (Flush writes it). It records
+// nothing unless the file was unchanged while it was hashed and had settled
+// before.
+func (c *Cache) Add(name string, before, after Stamp, hashedAt time.Time, sum []byte) {
+	if c == nil || before != after || hashedAt.UnixNano()-before.CtimeNS < int64(Settle) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.load()
+	c.m[name] = Entry{Stamp: before, SHA256: hex.EncodeToString(sum)}
+	c.dirty = true
+}
+
+// Flush writes the cache if Add changed it, keeping only files that still
+// exist. Failures are ignored: an entry not written only costs a hash.
+func (c *Cache) Flush() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return
+	}
+	c.dirty = false
+	// Entries written meanwhile by another process are merged in, so that
+	// two processes hashing different files do not undo each other.
+	for name, e := range Read(c.path) {
+		if _, ok := c.m[name]; !ok {
+			c.m[name] = e
+		}
+	}
+	for name := range c.m {
+		if _, err := os.Lstat(name); err != nil {
+			delete(c.m, name)
+		}
+	}
+	data, err := json.Marshal(c.m)
+	if err != nil {
+		return
+	}
+	dir := filepath.Dir(c.path)
+	if os.MkdirAll(dir, 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(c.path)+"-*")
+	if err != nil {
+		return
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return
+	}
+	if tmp.Close() != nil {
+		return
+	}
+	// No fsync: losing the cache in a crash only costs a hash.
+	ok = os.Rename(tmp.Name(), c.path) == nil
+}
+
+// Sum returns the SHA-256 of the open regular file f, known by name: from
+// the cache when f's stamps match an entry, else by reading f (from its
+// current offset, which must be the start), in which case hashed is true
+// and the digest is added to the cache (not flushed).
+func (c *Cache) Sum(f *os.File, name string) (sum []byte, hashed bool, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	before, stamped := StampOf(fi)
+	if stamped {
+		if sum, ok := c.Lookup(name, before); ok {
+			return sum, false, nil
+		}
+	}
+	hashedAt := time.Now()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, true, fmt.Errorf("read %s: %w", name, err)
+	}
+	sum = h.Sum(nil)
+	if stamped {
+		if fi2, err := f.Stat(); err == nil {
+			if after, ok := StampOf(fi2); ok {
+				c.Add(name, before, after, hashedAt, sum)
+			}
+		}
+	}
+	return sum, true, nil
+}
+
+// Matches reports whether the cache vouches that the file name with stamp
+// st has the digest want.
+func (c *Cache) Matches(name string, st Stamp, want []byte) bool {
+	sum, ok := c.Lookup(name, st)
+	return ok && bytes.Equal(sum, want)
+}

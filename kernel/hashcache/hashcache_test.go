@@ -1,0 +1,213 @@
+package hashcache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// settled lets every file count as settled for the test.
+func settled(t *testing.T) {
+	t.Helper()
+	old := Settle
+	Settle = 0
+	t.Cleanup(func() { Settle = old })
+}
+
+func sum(t *testing.T, c *Cache, path string) (got []byte, hashed bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, hashed, err = c.Sum(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Flush()
+	return got, hashed
+}
+
+func TestSumIsCachedUntilTheFileChanges(t *testing.T) {
+	settled(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cachePath := filepath.Join(dir, "state", "hashes.json")
+	want := sha256.Sum256([]byte("hello"))
+
+	got, hashed := sum(t, Open(cachePath), file)
+	if !hashed || !bytes.Equal(got, want[:]) {
+		t.Fatalf("first sum %x hashed=%v, want %x hashed", got, hashed, want)
+	}
+	fi, err := os.Stat(cachePath)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file: %v %v", fi, err)
+	}
+	// A new Cache (another process) reads the entry and does not hash.
+	got, hashed = sum(t, Open(cachePath), file)
+	if hashed || !bytes.Equal(got, want[:]) {
+		t.Fatalf("second sum %x hashed=%v, want %x from the cache", got, hashed, want)
+	}
+}
+
+// An attacker who rewrites a file in place with the same size and puts
+// its mtime back still changes its ctime: the cache does not vouch.
+func TestSameSizeRewriteWithRestoredMtimeIsHashedAgain(t *testing.T) {
+	settled(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cachePath := filepath.Join(dir, "hashes.json")
+	sum(t, Open(cachePath), file)
+	fi, _ := os.Stat(file)
+	time.Sleep(10 * time.Millisecond) // a ctime tick on coarse clocks
+	if err := os.WriteFile(file, []byte("HELLO"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	got, hashed := sum(t, Open(cachePath), file)
+	want := sha256.Sum256([]byte("HELLO"))
+	if !hashed || !bytes.Equal(got, want[:]) {
+		t.Fatalf("after the rewrite: %x hashed=%v, want %x hashed again", got, hashed, want)
+	}
+}
+
+// A file replaced by another (rename over it) has another inode.
+func TestReplacedFileIsHashedAgain(t *testing.T) {
+	settled(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cachePath := filepath.Join(dir, "hashes.json")
+	sum(t, Open(cachePath), file)
+	other := filepath.Join(dir, "g")
+	if err := os.WriteFile(other, []byte("other"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, file); err != nil {
+		t.Fatal(err)
+	}
+	got, hashed := sum(t, Open(cachePath), file)
+	want := sha256.Sum256([]byte("other"))
+	if !hashed || !bytes.Equal(got, want[:]) {
+		t.Fatalf("after the replace: %x hashed=%v, want %x", got, hashed, want)
+	}
+}
+
+// An entry for other stamps than the file's is not believed, and a corrupt
+// cache file is ignored.
+func TestEntriesMustMatchTheStamps(t *testing.T) {
+	settled(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cachePath := filepath.Join(dir, "hashes.json")
+	sum(t, Open(cachePath), file)
+	m := Read(cachePath)
+	e := m[file]
+	e.Ino++
+	m[file] = e
+	c := Open(cachePath)
+	c.loaded, c.m, c.dirty = true, m, true
+	c.Flush()
+	if _, hashed := sum(t, Open(cachePath), file); !hashed {
+		t.Fatal("an entry for another inode spared the hash")
+	}
+	if err := os.WriteFile(cachePath, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, hashed := sum(t, Open(cachePath), file); !hashed {
+		t.Fatal("a corrupt cache was believed")
+	}
+}
+
+// A file changed less than Settle before it was hashed is not recorded:
+// a later change within the same ctime tick could keep its stamps.
+func TestUnsettledFilesAreNotRecorded(t *testing.T) {
+	old := Settle
+	Settle = time.Hour
+	t.Cleanup(func() { Settle = old })
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cachePath := filepath.Join(dir, "hashes.json")
+	for i := 0; i < 2; i++ {
+		if _, hashed := sum(t, Open(cachePath), file); !hashed {
+			t.Fatalf("sum %d came from the cache", i)
+		}
+	}
+	if _, ok := Read(cachePath)[file]; ok {
+		t.Fatal("an unsettled file was recorded")
+	}
+}
+
+// Flush keeps entries another process wrote meanwhile and drops files that
+// no longer exist.
+func TestFlushMergesAndPrunes(t *testing.T) {
+	settled(t)
+	dir := t.TempDir()
+	a, b, gone := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "gone")
+	for _, f := range []string{a, b, gone} {
+		if err := os.WriteFile(f, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cachePath := filepath.Join(dir, "hashes.json")
+	sum(t, Open(cachePath), gone)
+	c1, c2 := Open(cachePath), Open(cachePath)
+	c1.Lookup(a, Stamp{}) // both load the file now, before either adds
+	c2.Lookup(b, Stamp{})
+	sum(t, c1, a)
+	sum(t, c2, b)
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	sum(t, Open(cachePath), a) // cached: no flush needed
+	c3 := Open(cachePath)
+	c3.Lookup(a, Stamp{})
+	c3.dirty = true
+	c3.Flush()
+	m := Read(cachePath)
+	if _, ok := m[a]; !ok {
+		t.Error("entry a lost")
+	}
+	if _, ok := m[b]; !ok {
+		t.Error("entry b lost (another process's entry overwritten)")
+	}
+	if _, ok := m[gone]; ok {
+		t.Error("entry for a deleted file kept")
+	}
+}
+
+func TestNilCacheHashes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c *Cache
+	for i := 0; i < 2; i++ {
+		got, hashed := sum(t, c, file)
+		want := sha256.Sum256([]byte("hello"))
+		if !hashed || !bytes.Equal(got, want[:]) {
+			t.Fatalf("nil cache: %x hashed=%v", got, hashed)
+		}
+	}
+}

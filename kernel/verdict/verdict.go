@@ -1,0 +1,152 @@
+// Package verdict remembers which exact documents this very agentnode binary
+// has already validated, so that a document validated once (config.json, an
+// installed package's agentnode.yaml) is not validated against its JSON
+// Schema again on every run.
+//
+// Compiling a JSON Schema (which includes checking it against the draft
+// 2020-12 meta-schema) and validating against it costs several milliseconds
+// per document, a large share of a cold `agentnode run`. The result depends
+// only on the document's bytes and on the validating code, so a cache keyed
+// by both is exact:
+//
+//	key = SHA-256(binary stamp, kind, len(part), part, ...)
+//
+// The binary stamp identifies the running executable file (device, inode,
+// size, mtime and ctime of /proc/self/exe): any rebuild or upgrade of
+// agentnode changes it, so a verdict of older code (an older schema, older
+// rules) never counts. A verdict is an empty file named by the key in the
+// cache directory ($AGENTNODE_HOME/state/valid); a lookup is one stat.
+//
+// Only "valid" is remembered, never "invalid": an invalid document is
+// validated in full every time, so its error message is always complete and
+// current. The cache is as trusted as the files it vouches for: whoever can
+// write $AGENTNODE_HOME/state can write config.json too. A missing, unreadable
+// or unwritable cache only means documents are validated again.
+package verdict
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+)
+
+// MaxEntries bounds the cache directory: when Remember finds more entries,
+// it removes the oldest ones down to half.
+const MaxEntries = 256
+
+// Cache is a verdict cache in one directory. The zero value and a nil
+// *Cache remember nothing.
+type Cache struct {
+	dir string
+}
+
+// Open returns the cache kept in dir (created on first Remember, 0700).
+func Open(dir string) *Cache { return &Cache{dir: dir} }
+
+// exeStamp identifies the running binary; empty if it cannot be found, and
+// then nothing is cached.
+var exeStamp = sync.OnceValue(func() []byte {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
+		return nil
+	}
+	b := make([]byte, 0, 48)
+	for _, v := range []uint64{st.Dev, st.Ino, uint64(st.Size),
+		uint64(st.Mtim.Sec), uint64(st.Mtim.Nsec), uint64(st.Ctim.Sec), uint64(st.Ctim.Nsec)} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+})
+
+// key is the file name of the verdict for kind over parts; "" when the
+// binary cannot be identified.
+func key(kind string, parts [][]byte) string {
+	stamp := exeStamp()
+	if stamp == nil {
+		return ""
+	}
+	h := sha256.New()
+	h.Write(stamp)
+	var n [8]byte
+	for _, p := range append([][]byte{[]byte(kind)}, parts...) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Valid reports whether this binary validated exactly parts as kind before
+// and found them valid.
+func (c *Cache) Valid(kind string, parts ...[]byte) bool {
+	if c == nil || c.dir == "" {
+		return false
+	}
+	k := key(kind, parts)
+	if k == "" {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(c.dir, k))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// Remember records that parts are valid as kind. Failures are ignored: a
+// verdict not remembered only costs a validation later.
+func (c *Cache) Remember(kind string, parts ...[]byte) {
+	if c == nil || c.dir == "" {
+		return
+	}
+	k := key(kind, parts)
+	if k == "" {
+		return
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, k), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return // exists already, or cannot be written
+	}
+	_ = f.Close()
+	c.prune(k)
+}
+
+// prune removes the oldest entries once there are more than MaxEntries,
+// never keep (the verdict just recorded: file times have a coarse clock, so
+// many entries may look equally old).
+func (c *Cache) prune(keep string) {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil || len(ents) <= MaxEntries {
+		return
+	}
+	type aged struct {
+		name string
+		mod  int64
+	}
+	all := make([]aged, 0, len(ents))
+	for _, e := range ents {
+		if e.Name() == keep {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			all = append(all, aged{e.Name(), fi.ModTime().UnixNano()})
+		}
+	}
+	slices.SortFunc(all, func(a, b aged) int {
+		switch {
+		case a.mod < b.mod:
+			return -1
+		case a.mod > b.mod:
+			return 1
+		}
+		return 0
+	})
+	for _, a := range all[:max(0, len(all)-MaxEntries/2)] {
+		_ = os.Remove(filepath.Join(c.dir, a.name))
+	}
+}
