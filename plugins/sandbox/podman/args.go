@@ -36,6 +36,9 @@ type runParams struct {
 	// backstop, if > 0, is conmon's own --timeout in seconds: the container
 	// is killed even if this plugin dies.
 	backstop uint64
+	// autoRemove: podman removes the container itself when it exits
+	// (--rm); otherwise the container is kept for inspection and removal.
+	autoRemove bool
 }
 
 // hexID matches a full image or container ID.
@@ -99,7 +102,7 @@ func runArgs(s *specs.Spec, p runParams) ([]string, error) {
 
 	a := []string{
 		"run",
-		"--rm=false",
+		"--rm=" + strconv.FormatBool(p.autoRemove),
 		"--name", namePrefix + p.runID,
 		"--label", runLabel + "=" + p.runID,
 		"--label", nonceLabel + "=" + p.nonce,

@@ -114,6 +114,17 @@ func TestRunArgsMapsTheProfile(t *testing.T) {
 			t.Errorf("unexpected %s", a)
 		}
 	}
+
+	// --rm only when asked for, and exactly one of the two.
+	p := testParams()
+	p.autoRemove = true
+	args, err = runArgs(testSpec(t, nil), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--rm=true") || slices.Contains(args, "--rm=false") {
+		t.Errorf("autoRemove: %q", args)
+	}
 }
 
 func TestRunArgsRefuses(t *testing.T) {

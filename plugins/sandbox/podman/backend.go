@@ -48,10 +48,6 @@ type backend struct {
 	eng *engine // cached once the probe succeeded
 
 	active sync.WaitGroup // runs in progress, for drain
-
-	// beforeRemove, when set (tests), is called with the container ID after
-	// the run ended and before the container is removed.
-	beforeRemove func(id string)
 }
 
 var _ sandbox.Backend = (*backend)(nil)
@@ -182,6 +178,19 @@ type runState struct {
 	cmd     *exec.Cmd
 	done    chan error // cmd.Wait's result
 	log     hclog.Logger
+
+	// autoRemove: podman run --rm removes the container, and libpod's
+	// database (e.state) tells its exit status and proves it gone.
+	autoRemove bool
+	// snap and snapErr are libpod's database read once podman run exited
+	// by itself (autoRemove only; nil, nil when it was not read).
+	snap    *dbSnapshot
+	snapErr error
+}
+
+// marks identifies the run's container (cid, when known) in podman's state.
+func (rs *runState) marks(cid string) runMarks {
+	return runMarks{id: cid, name: rs.name, runID: rs.req.RunID, nonce: rs.nonce}
 }
 
 // Run runs req in a fresh container, enforces its timeout and ctx, and
@@ -217,11 +226,11 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err != nil {
 		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}
-	rs := &runState{e: e, req: req, name: namePrefix + id, nonce: randomHex(16), log: b.log.With("run_id", id)}
+	rs := &runState{e: e, req: req, name: namePrefix + id, nonce: randomHex(16), log: b.log.With("run_id", id), autoRemove: e.state != nil}
 	rs.cidfile = filepath.Join(e.stateDir, "cid-"+rs.nonce)
 	p := runParams{
 		runID: id, nonce: rs.nonce, owner: b.owner, imageID: imageHex, cidfile: rs.cidfile,
-		seccompFile: e.seccompFile, cgroupParent: b.cgroupParent,
+		seccompFile: e.seccompFile, cgroupParent: b.cgroupParent, autoRemove: rs.autoRemove,
 	}
 	if req.Timeout > 0 {
 		p.backstop = uint64((req.Timeout + backstopSlack + time.Second - 1) / time.Second)
@@ -314,12 +323,27 @@ func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbo
 	default:
 		return nil, cid, errors.Join(cause, fmt.Errorf("podman: waiting for run %s: %w", id, werr))
 	}
+	// podman run exited by itself, so with --rm it has removed the
+	// container (or failed to): one read of libpod's database tells the
+	// recorded exit status and, for removeAndVerify, what is left.
+	if rs.autoRemove && cid != "" && (werr == nil || ee.Exited()) {
+		rs.snap, rs.snapErr = rs.e.state.snapshot(rs.marks(cid))
+	}
 	if cause != nil {
 		return nil, cid, cause
 	}
-	// 125-127 are podman's own failures, or the tool's exit status: ask
-	// the container whether it ran.
-	if code >= 125 && code <= 127 && !resp.Killed {
+	switch {
+	case rs.autoRemove && !resp.Killed:
+		// Not killed by us (a timeout sets Killed below): the status is
+		// the one libpod recorded, or an error.
+		exit, err := rs.recordedExit(cid, code, resp.TimedOut, pipes)
+		if err != nil {
+			return nil, cid, fmt.Errorf("podman: run %s: %w", id, err)
+		}
+		code = exit
+	case code >= 125 && code <= 127 && !resp.Killed:
+		// 125-127 are podman's own failures, or the tool's exit status:
+		// ask the container whether it ran.
 		ran, exit, err := b.inspectExit(rs, cid)
 		if err != nil {
 			return nil, cid, fmt.Errorf("podman: run %s: podman exited %d: %w", id, code, err)
@@ -366,6 +390,45 @@ func (b *backend) kill(rs *runState) error {
 			return <-rs.done
 		}
 	}
+}
+
+// recordedExit returns the tool's exit status of a --rm run that podman
+// ended with exit status code. podman's own failures (125), a tool it
+// cannot invoke (126) or find (127) and a tool exiting with those are told
+// apart by libpod's record: podman run --rm takes the exit status it
+// reports from the exit-code bucket of libpod's database, which libpod
+// fills from conmon's exit file when the container exits; a container
+// that never ran has no entry. So the status is the recorded one, and
+// podman's must agree: if libpod recorded none, or another one, podman's
+// status is not the tool's, and the run fails rather than guessing. Only
+// when the database cannot be read is podman's status taken as it is, and
+// only outside 125-127 (podman's own failures are those). After a timeout
+// (timedOut) the tool was killed anyway: only 125-127 need the record.
+func (rs *runState) recordedExit(cid string, code int, timedOut bool, pipes *stdio) (int, error) {
+	podmanRange := code >= 125 && code <= 127
+	switch {
+	case cid == "":
+		// podman writes the cidfile as soon as it created the container.
+		return 0, fmt.Errorf("podman exited %d before it created the container: %s", code, pipes.stderrTail())
+	case rs.snapErr != nil:
+		if podmanRange {
+			return 0, fmt.Errorf("podman exited %d, and whether the tool ran is unknown: %w", code, rs.snapErr)
+		}
+		rs.log.Warn("libpod's database is unreadable: taking podman's exit status as the tool's", "exit", code, "error", rs.snapErr)
+		return code, nil
+	case rs.snap == nil:
+		return 0, fmt.Errorf("podman exited %d, and libpod's database was not read", code)
+	case timedOut && !podmanRange:
+		return code, nil
+	case !rs.snap.exited:
+		return 0, fmt.Errorf("the container did not run to an exit (podman exited %d; libpod recorded no exit status for %s): %s", code, cid, pipes.stderrTail())
+	case rs.snap.exitCode < 0:
+		// conmon's own timeout (the backstop) or a container libpod lost.
+		return 0, fmt.Errorf("libpod recorded no exit status of the tool in container %s (%d; podman exited %d)", cid, rs.snap.exitCode, code)
+	case rs.snap.exitCode != code:
+		return 0, fmt.Errorf("podman exited %d, but libpod recorded exit status %d for container %s", code, rs.snap.exitCode, cid)
+	}
+	return code, nil
 }
 
 // inspectExit asks podman whether container cid started and how it ended.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -326,10 +327,7 @@ func TestRunRefusesBadRequests(t *testing.T) {
 func TestContainerFilterRefusesNamespaces(t *testing.T) {
 	b, fx := setup(t)
 	id := newID(t, "unshare")
-	var cfg []byte
-	b.beforeRemove = func(cid string) { cfg = readRuntimeConfig(t, b, cid) }
-	defer func() { b.beforeRemove = nil }()
-	resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: spec(fx, id, "true")})
+	cfg, resp, err := configWhileRunning(t, b, spec(fx, id, "sh", "-c", "cat >/dev/null"))
 	if err != nil || resp.ExitCode != 0 {
 		t.Fatalf("Run = %+v, %v", resp, err)
 	}
@@ -353,18 +351,52 @@ func TestContainerFilterRefusesNamespaces(t *testing.T) {
 	}
 }
 
-// readRuntimeConfig returns the OCI config podman generated for container
-// cid (what it hands runc).
-func readRuntimeConfig(tb testing.TB, b *backend, cid string) []byte {
+// configWhileRunning runs s, whose tool must wait for the end of its
+// stdin, and returns the OCI config podman generated for its container
+// (what it hands runc), read while the container runs: a run removes its
+// container when it ends.
+func configWhileRunning(tb testing.TB, b *backend, s sandbox.Spec) ([]byte, *sandbox.RunResponse, error) {
 	tb.Helper()
+	stdin, hold := io.Pipe()
+	type result struct {
+		resp *sandbox.RunResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := b.Run(tb.Context(), &sandbox.RunRequest{Spec: s, Stdin: stdin})
+		done <- result{resp, err}
+	}()
+	var cfg []byte
+	for deadline := time.Now().Add(30 * time.Second); cfg == nil && time.Now().Before(deadline); {
+		select {
+		case r := <-done:
+			tb.Fatalf("the run ended before its config was read: %+v, %v", r.resp, r.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		out, _ := podmanCLI("ps", "--all", "--quiet", "--no-trunc", "--filter", "label="+runLabel+"="+s.RunID)
+		for _, cid := range strings.Fields(out) {
+			cfg = readRuntimeConfig(b, cid)
+		}
+	}
+	hold.Close() // the tool reads EOF and exits
+	r := <-done
+	if cfg == nil {
+		tb.Fatalf("no config.json for run %s", s.RunID)
+	}
+	return cfg, r.resp, r.err
+}
+
+// readRuntimeConfig returns the OCI config podman generated for container
+// cid, or nil while there is none or it is being written.
+func readRuntimeConfig(b *backend, cid string) []byte {
 	e := b.eng
 	for _, root := range []string{e.runRoot, e.graphRoot} {
 		data, err := os.ReadFile(filepath.Join(root, e.graphDriver+"-containers", cid, "userdata", "config.json"))
-		if err == nil {
+		if err == nil && json.Valid(data) {
 			return data
 		}
 	}
-	tb.Fatalf("no config.json for container %s", cid)
 	return nil
 }
 
@@ -375,16 +407,13 @@ func readRuntimeConfig(tb testing.TB, b *backend, cid string) []byte {
 func TestPodmanConfigMatchesProfile(t *testing.T) {
 	b, fx := setup(t)
 	id := newID(t, "config")
-	run := spec(fx, id, "/bin/true", "arg")
+	run := spec(fx, id, "/bin/sh", "-c", "cat >/dev/null", "arg")
 	run.Limits = sandbox.Limits{MemoryBytes: 96 << 20, Pids: 77, CPUs: 0.25, TmpBytes: 5 << 20}
 	want, err := profile.ForRun(run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var raw []byte
-	b.beforeRemove = func(cid string) { raw = readRuntimeConfig(t, b, cid) }
-	defer func() { b.beforeRemove = nil }()
-	resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: run})
+	raw, resp, err := configWhileRunning(t, b, run)
 	if err != nil || resp.ExitCode != 0 || !resp.CleanupVerified {
 		t.Fatalf("Run = %+v, %v", resp, err)
 	}

@@ -3,8 +3,10 @@ package main
 // Start-up cost, side by side, of a hardened trivial tool (busybox true):
 //
 //	BenchmarkPodmanBackendTrivial  this backend's Run, in-process: podman
-//	                               run --rm=false, podman rm, the proof
-//	                               (podman ps, cgroups, mounts, storage)
+//	                               run --rm, the exit status and removal
+//	                               proof from podman's state (libpod's
+//	                               database, storage's container lists),
+//	                               cgroups, mounts, storage directories
 //	BenchmarkPodmanRunCLI          `podman run --rm` with exactly the same
 //	                               global options, flags, environment and
 //	                               containers.conf, and nothing after it
@@ -17,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,13 +67,11 @@ func benchCLI(b *testing.B) func() {
 		cidfile := filepath.Join(e.stateDir, "cid-"+nonce)
 		args, err := runArgs(s, runParams{
 			runID: id, nonce: nonce, owner: be.owner, imageID: strings.TrimPrefix(fx.Img.ConfigDigest, "sha256:"),
-			cidfile: cidfile, seccompFile: e.seccompFile, cgroupParent: be.cgroupParent,
+			cidfile: cidfile, seccompFile: e.seccompFile, cgroupParent: be.cgroupParent, autoRemove: true,
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		i := slices.Index(args, "--rm=false")
-		args[i] = "--rm"
 		cmd := e.command(args...)
 		out, err := cmd.CombinedOutput()
 		_ = os.Remove(cidfile)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,14 +22,28 @@ const verifyTries = 4
 // is the container's ID when podman wrote it; when it did not (podman died
 // or failed early), the container is looked up by the run's nonce label, so
 // that a container of the same name that is not ours is never touched.
+//
+// A --rm run that podman ended by itself has already been removed by
+// podman; when libpod's database, read after podman exited, holds the
+// container's exit status (which proves it is podman's live database) and
+// nothing else of it, verifyGoneDirect proves the removal without another
+// podman call. Otherwise, or when that proof fails, the container is
+// removed with podman rm and the removal proven with podman ps.
 func (b *backend) removeAndVerify(rs *runState, cid string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	defer os.Remove(rs.cidfile)
-	ids := []string{}
 	if cid == "" {
 		cid = readCID(rs.cidfile)
 	}
+	if rs.autoRemove && cid != "" && rs.snap != nil && rs.snap.exited {
+		err := b.verifyGoneDirect(rs, cid, rs.snap)
+		if err == nil {
+			return nil
+		}
+		rs.log.Debug("removal not proven from podman's state; removing with podman", "error", err)
+	}
+	ids := []string{}
 	if cid != "" {
 		ids = append(ids, cid)
 	} else {
@@ -39,9 +54,6 @@ func (b *backend) removeAndVerify(rs *runState, cid string) error {
 		for _, c := range found {
 			ids = append(ids, c.ID)
 		}
-	}
-	if b.beforeRemove != nil && len(ids) > 0 {
-		b.beforeRemove(ids[0])
 	}
 
 	var err error
@@ -110,12 +122,7 @@ func (b *backend) containersLabelled(ctx context.Context, e *engine, label strin
 //     database and containers/storage, the data `podman container exists`
 //     consults) has one of the IDs, the run's name, or its run or nonce
 //     label;
-//   - no cgroup directory <parent>/libpod-<id> in any mounted hierarchy
-//     (each v1 controller, named hierarchies, the unified one): a cgroup
-//     that still had a task could not have been removed;
-//   - no mount in this process's (the host's) table names an ID, and no
-//     storage directory of the container is left in podman's graph and run
-//     roots.
+//   - and hostLeftovers finds nothing of them.
 func (b *backend) verifyGone(ctx context.Context, rs *runState, ids []string) error {
 	var left []string
 	list, err := listContainers(ctx, rs.e)
@@ -134,38 +141,84 @@ func (b *backend) verifyGone(ctx context.Context, rs *runState, ids []string) er
 			left = append(left, fmt.Sprintf("a container with this run's nonce (%s)", c.ID))
 		}
 	}
-	if len(ids) > 0 {
-		cgs, err := cgroupMounts()
-		if err != nil {
-			return err
-		}
-		if len(cgs) == 0 {
-			return errors.New("no cgroup hierarchy mounted: cannot check the container's cgroups")
-		}
-		mountinfo, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			return fmt.Errorf("reading mountinfo: %w", err)
-		}
-		for _, id := range ids {
-			for _, m := range cgs {
-				if err := absent(filepath.Join(m.point, b.cgroupParent, "libpod-"+id)); err != nil {
-					left = append(left, "cgroup "+err.Error())
-				}
-			}
-			if strings.Contains(string(mountinfo), id) {
-				left = append(left, "a mount naming "+id)
-			}
-			for _, root := range []string{rs.e.graphRoot, rs.e.runRoot} {
-				if err := absent(filepath.Join(root, rs.e.graphDriver+"-containers", id)); err != nil {
-					left = append(left, "storage "+err.Error())
-				}
-			}
-		}
+	host, err := b.hostLeftovers(rs.e, ids)
+	if err != nil {
+		return err
 	}
-	if len(left) > 0 {
+	if left = append(left, host...); len(left) > 0 {
 		return fmt.Errorf("left behind: %s", strings.Join(left, "; "))
 	}
 	return nil
+}
+
+// verifyGoneDirect is verifyGone without podman, for container cid of a
+// --rm run, from snap (libpod's database, read after podman run exited)
+// and containers/storage's container lists read now:
+//
+//   - snap holds cid's exit status: the file read is podman's live
+//     database (see dbSnapshot), so what it lacks, podman lacks;
+//   - neither libpod's database (containers, ID and name registries) nor
+//     storage's lists have the ID or the run's name, and no container in
+//     the database carries the run's run or nonce label;
+//   - and hostLeftovers finds nothing (cgroups, mounts, storage
+//     directories), as for verifyGone.
+func (b *backend) verifyGoneDirect(rs *runState, cid string, snap *dbSnapshot) error {
+	if !snap.exited {
+		return fmt.Errorf("libpod's database has no exit status of container %s: it does not prove the removal", cid)
+	}
+	left := slices.Clone(snap.left)
+	stored, err := rs.e.state.storageLeftovers(rs.marks(cid))
+	if err != nil {
+		return err
+	}
+	host, err := b.hostLeftovers(rs.e, []string{cid})
+	if err != nil {
+		return err
+	}
+	if left = append(append(left, stored...), host...); len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+	return nil
+}
+
+// hostLeftovers lists what of containers ids is left outside podman's
+// lists: a cgroup directory <parent>/libpod-<id> in any mounted hierarchy
+// (each v1 controller, named hierarchies, the unified one: a cgroup that
+// still had a task could not have been removed), a mount in this process's
+// (the host's) table naming an ID, or a storage directory of the container
+// in podman's graph and run roots.
+func (b *backend) hostLeftovers(e *engine, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cgs, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	if len(cgs) == 0 {
+		return nil, errors.New("no cgroup hierarchy mounted: cannot check the container's cgroups")
+	}
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mountinfo: %w", err)
+	}
+	var left []string
+	for _, id := range ids {
+		for _, m := range cgs {
+			if err := absent(filepath.Join(m.point, b.cgroupParent, "libpod-"+id)); err != nil {
+				left = append(left, "cgroup "+err.Error())
+			}
+		}
+		if strings.Contains(string(mountinfo), id) {
+			left = append(left, "a mount naming "+id)
+		}
+		for _, root := range []string{e.graphRoot, e.runRoot} {
+			if err := absent(filepath.Join(root, e.graphDriver+"-containers", id)); err != nil {
+				left = append(left, "storage "+err.Error())
+			}
+		}
+	}
+	return left, nil
 }
 
 // --- orphans ---

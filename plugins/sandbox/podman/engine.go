@@ -57,7 +57,8 @@ const (
 )
 
 // engine is what the probe found out once: the binaries, podman's storage
-// directories and the files every run uses. It is immutable.
+// directories and the files every run uses. It is immutable (but for the
+// state reader's latch on a damaged database).
 type engine struct {
 	podman, runc string
 	podmanVer    string
@@ -70,6 +71,10 @@ type engine struct {
 	seccompFile  string
 	confFile     string
 	env          []string
+	// state reads podman's own state to prove a run's removal without
+	// another podman call; nil when it cannot be read here, and then runs
+	// keep their container (--rm=false) and ask podman (see state.go).
+	state *podmanState
 }
 
 // errUnavailable carries an availability reason through the probe.
@@ -286,15 +291,19 @@ func (b *backend) probe(ctx context.Context) (*engine, error) {
 		return nil, unavailable(sandbox.ReasonIncompatible, "podman info: storage %q %q %q", info.Store.GraphRoot, info.Store.RunRoot, info.Store.GraphDriverName)
 	}
 	e.graphRoot, e.runRoot, e.graphDriver = info.Store.GraphRoot, info.Store.RunRoot, info.Store.GraphDriverName
+	if e.state, err = newPodmanState(e, info.Host.DatabaseBackend); err != nil {
+		b.log.Info("podman's state cannot be read directly: runs keep their containers and removal is proven with podman ps", "reason", err)
+	}
 	return e, nil
 }
 
 // podmanInfo is the part of `podman info --format json` the probe reads.
 type podmanInfo struct {
 	Host struct {
-		CgroupManager string `json:"cgroupManager"`
-		CgroupVersion string `json:"cgroupVersion"`
-		OCIRuntime    struct {
+		CgroupManager   string `json:"cgroupManager"`
+		DatabaseBackend string `json:"databaseBackend"` // podman >= 4.5; before, always boltdb
+		CgroupVersion   string `json:"cgroupVersion"`
+		OCIRuntime      struct {
 			Path string `json:"path"`
 		} `json:"ociRuntime"`
 		Security struct {

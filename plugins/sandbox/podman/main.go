@@ -6,14 +6,20 @@
 // (profile.SeccompDockerJSON), and the image is addressed by its ID (the
 // config digest), so the digest that was checked is the one that runs.
 //
-// Each run is `podman run --rm=false` with the tool's stdin, stdout and
-// stderr passed straight through (--log-driver passthrough); it is killed
-// on timeout, cancellation or an output failure (`podman kill -s KILL`, then
-// the podman process group), always removed (`podman rm -f -t 0`), and its
-// removal proven before CleanupVerified is reported: no container with its
-// ID, name or labels in podman's list (libpod and storage), no cgroup
-// directory of it in any hierarchy, no mount and no storage directory that
-// names it.
+// Each run is `podman run --rm` with the tool's stdin, stdout and stderr
+// passed straight through (--log-driver passthrough); it is killed on
+// timeout, cancellation or an output failure (`podman kill -s KILL`, then
+// the podman process group), always removed, and its removal proven before
+// CleanupVerified is reported: no container with its ID, name or labels in
+// podman's state (libpod's database and containers/storage's lists, read
+// directly; see state.go), no cgroup directory of it in any hierarchy, no
+// mount and no storage directory that names it. The tool's exit status is
+// the one libpod recorded for the container, which tells it apart from
+// podman's own failures (125-127). Whatever is not proven that way (podman
+// killed, a leftover, a database this plugin cannot read) is removed with
+// `podman rm -f -t 0` and proven with `podman ps`; where podman's state
+// cannot be read at all, runs keep their container (--rm=false) for
+// `podman container inspect` and removal, as before.
 //
 // podman runs as root with `--runtime <abs runc> --cgroup-manager cgroupfs`
 // and a containers.conf of this plugin's own (CONTAINERS_CONF), so the host's
