@@ -43,6 +43,7 @@ func newMCPServeCmd() *cobra.Command {
 			"messages go to stderr. Installs and removes while serving are picked up (tools/list_changed).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			useDefaultGC() // a server runs for long
 			dir, err := home.Dir()
 			if err != nil {
 				return fail(cmd, false, reason.New(reason.NotSetUp, "%w", err))

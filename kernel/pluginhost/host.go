@@ -362,11 +362,24 @@ func (h *Host) clientConfig(kind, name, path string, checksum []byte, adapter go
 // kind gets no host environment at all.
 var BrokerEnv = []string{"DBUS_SESSION_BUS_ADDRESS"}
 
+// EvaluatorGOGC is the garbage collector setting (GOGC) trust and guard
+// plugins run with. They are started for every command and answer a call or
+// two with a heap of a few megabytes; collecting at 400% instead of 100% of
+// the live heap spares them the collections during start-up that otherwise
+// compete with the host for the CPU (about 2.5 ms of every cold run on two
+// cores). It is a fixed value, not the host's: no host environment reaches
+// a plugin.
+const EvaluatorGOGC = "GOGC=400"
+
 // pluginEnv is the environment of a plugin of kind, before go-plugin adds
 // its handshake variables (SkipHostEnv keeps the rest of the host's out);
 // see runnerFunc.
 func pluginEnv(kind string) []string {
-	if kind != plugin.KindBroker {
+	switch kind {
+	case plugin.KindTrust, plugin.KindGuard:
+		return []string{EvaluatorGOGC}
+	case plugin.KindBroker:
+	default:
 		return nil
 	}
 	var env []string

@@ -298,6 +298,7 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 
 func TestPluginGetsNoHostEnv(t *testing.T) {
 	t.Setenv("AGENTNODE_TEST_SECRET", "s3cret")
+	t.Setenv("GOGC", "77") // the host's own value must not reach the plugin
 	e := newEnv(t, "env", true)
 	h := e.host(t, Options{})
 	c, err := h.Trust(context.Background(), "faulty")
@@ -313,9 +314,14 @@ func TestPluginGetsNoHostEnv(t *testing.T) {
 		switch {
 		case name == plugin.Handshake.MagicCookieKey, strings.HasPrefix(name, "PLUGIN_"):
 			// go-plugin's own handshake variables
+		case v == EvaluatorGOGC:
+			// the host's fixed setting for trust and guard plugins
 		default:
-			t.Errorf("plugin saw host environment variable %s", name)
+			t.Errorf("plugin saw host environment variable %q", v)
 		}
+	}
+	if !strings.Contains(resp.Reason, EvaluatorGOGC) {
+		t.Errorf("trust plugin env %q lacks %s", resp.Reason, EvaluatorGOGC)
 	}
 	if !strings.Contains(resp.Reason, plugin.Handshake.MagicCookieKey) {
 		t.Errorf("plugin env %q lacks the handshake cookie; is the env mode working?", resp.Reason)
@@ -387,12 +393,19 @@ func TestPluginEnvByKind(t *testing.T) {
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/x")
 	for _, kind := range plugin.Kinds {
 		env := pluginEnv(kind)
-		if kind == plugin.KindBroker {
+		switch kind {
+		case plugin.KindBroker:
 			if len(env) != 1 || env[0] != "DBUS_SESSION_BUS_ADDRESS=unix:path=/x" {
 				t.Errorf("broker env %q", env)
 			}
-		} else if env != nil {
-			t.Errorf("%s env %q, want none", kind, env)
+		case plugin.KindTrust, plugin.KindGuard:
+			if len(env) != 1 || env[0] != EvaluatorGOGC {
+				t.Errorf("%s env %q, want only %s", kind, env, EvaluatorGOGC)
+			}
+		default:
+			if env != nil {
+				t.Errorf("%s env %q, want none", kind, env)
+			}
 		}
 	}
 }
