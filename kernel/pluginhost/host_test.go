@@ -472,8 +472,8 @@ func TestClientConfig(t *testing.T) {
 	if r.cmd.Stdin != nil || r.cmd.Dir != "/" || len(r.cmd.Args) != 1 || r.cmd.Args[0] != "/bin/true" {
 		t.Errorf("Stdin=%v Dir=%q Args=%q; want nil, /, [/bin/true]", r.cmd.Stdin, r.cmd.Dir, r.cmd.Args)
 	}
-	if len(r.cmd.Env) != 1 || r.cmd.Env[0] != "PLUGIN_X=1" {
-		t.Errorf("Env = %q, want go-plugin's only", r.cmd.Env)
+	if len(r.cmd.Env) != 2 || r.cmd.Env[0] != EvaluatorGOGC || r.cmd.Env[1] != "PLUGIN_X=1" {
+		t.Errorf("Env = %q, want the trust plugin's GOGC and go-plugin's only", r.cmd.Env)
 	}
 	// The runner checks the pin itself: /bin/true does not hash to sum.
 	if err := r.Start(context.Background()); !errors.Is(err, reason.ErrPluginUnpinned) || !strings.Contains(err.Error(), "changed since it was pinned") {
