@@ -33,15 +33,16 @@ func newRunCmd() *cobra.Command {
 		Short: "Decide, audit and run one tool of an installed package",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := readInput(input, inputFile, cmd.Flags().Changed("input"))
-			if err != nil {
-				return fail(cmd, jsonOut, err)
-			}
 			k, cleanup, err := newKernel()
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			defer cleanup()
+			k.Warm() // the plugins start while the rest is set up
+			raw, err := readInput(input, inputFile, cmd.Flags().Changed("input"))
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, runErr := k.Run(ctx, &dispatch.Request{Package: args[0], Tool: args[1], Input: raw, DryRun: dryRun})
