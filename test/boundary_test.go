@@ -70,3 +70,29 @@ func TestForbiddenDeps(t *testing.T) {
 		t.Fatalf("forbiddenDeps = %q, want %q", got, want)
 	}
 }
+
+// TestEvaluatorPluginsLinkNoSchemaValidator: trust and guard plugins start
+// for every command, and the JSON Schema validator's package initialization
+// (it compiles every draft's meta-schema) costs about 5 ms of each start.
+// The host validates tool inputs (sdk/guard/schemacheck) and sends the
+// result; the bundled evaluators must not link the validator again.
+func TestEvaluatorPluginsLinkNoSchemaValidator(t *testing.T) {
+	for _, kind := range []string{"trust", "guard"} {
+		mains, _ := filepath.Glob(filepath.Join(repoRoot(), "plugins", kind, "*", "main.go"))
+		if len(mains) == 0 {
+			t.Fatalf("no bundled %s plugin found", kind)
+		}
+		for _, m := range mains {
+			pkg := module + "/" + filepath.ToSlash(rel(repoRoot(), filepath.Dir(m)))
+			cmd := exec.Command("go", "list", "-tags", "seccomp", "-deps", "-f", "{{.ImportPath}}", pkg)
+			cmd.Dir = repoRoot()
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go list %s: %v", pkg, err)
+			}
+			if strings.Contains(string(out), "github.com/santhosh-tekuri/jsonschema") {
+				t.Errorf("%s links github.com/santhosh-tekuri/jsonschema", pkg)
+			}
+		}
+	}
+}

@@ -134,6 +134,9 @@ type state struct {
 	// fully ("unconfined: landlock unavailable"), for the audit records'
 	// reason (confine.go).
 	confineNote string
+	// input is the validation of the input against the tool's input
+	// schema for the inspectors (inputcheck.go); nil without inspectors.
+	input *inputCheck
 	// lockEntry is the package's lockfile entry when it verified and names
 	// the installed version and artifact (nil otherwise); mcp is the
 	// checked launch of an mcp_server package (mcp.go).

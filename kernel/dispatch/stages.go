@@ -79,6 +79,10 @@ func stageArtifact(_ context.Context, st *state) error {
 	for _, a := range st.actions {
 		st.res.Actions = append(st.res.Actions, string(a))
 	}
+	if len(st.set.inspectors) > 0 {
+		// For the inspectors; it overlaps the hash and the plugin starts.
+		st.input = startInputCheck(tool.InputSchema, st.req.Input)
+	}
 	if st.k.Plugins != nil && !mayRunOnHost(st) {
 		// Certain to be sandboxed: start the backend now, alongside the
 		// trust plugin. This is a hint for start-up only; placement decides.
@@ -276,6 +280,18 @@ func stagePolicy(_ context.Context, st *state) error {
 // stageInspectors runs the inspector chain in order; deny beats prompt beats
 // allow; any plugin failure or malformed answer denies.
 func stageInspectors(ctx context.Context, st *state) error {
+	if len(st.set.inspectors) == 0 {
+		return nil
+	}
+	if st.input == nil {
+		st.input = startInputCheck(st.tool.InputSchema, st.req.Input)
+	}
+	// The host's validation of the input against the input schema, which
+	// every inspector gets (sdk/guard/schemacheck).
+	check, err := st.input.wait(ctx)
+	if err != nil {
+		return err
+	}
 	for _, name := range st.set.inspectors {
 		client, err := st.k.Plugins.Guard(ctx, name)
 		if err != nil {
@@ -291,7 +307,8 @@ func stageInspectors(ctx context.Context, st *state) error {
 			InputSchemaJSON: st.tool.InputSchema,
 			Env: guard.Env{CI: st.env.CI, Interactive: st.env.Interactive,
 				SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},
-			TrustLevel: st.res.Trust,
+			TrustLevel:  st.res.Trust,
+			SchemaCheck: check,
 		})
 		if err != nil {
 			return pluginCallError("guard-"+name, err)

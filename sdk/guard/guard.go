@@ -98,6 +98,76 @@ type InspectRequest struct {
 	InputSchemaJSON []byte // the tool's input_schema, a JSON document
 	Env             Env
 	TrustLevel      string
+	// SchemaCheck is the host's validation of InputJSON against
+	// InputSchemaJSON; nil when the host did not validate (no schema, or a
+	// host that does not). An inspector need not link a JSON Schema
+	// validator of its own.
+	SchemaCheck *SchemaCheck
+}
+
+// SchemaCheck is the host's validation of a tool input against the tool's
+// input schema (JSON Schema, draft 2020-12 unless $schema says otherwise;
+// external $refs refused). See sdk/guard/schemacheck, which makes it.
+type SchemaCheck struct {
+	// Problem says why the schema itself was refused (not JSON, too large
+	// or too deep, not an object or boolean, does not compile); then
+	// there are no violations. It never quotes the schema.
+	Problem string
+	// Violations are the failed leaves ordered by location, at most
+	// MaxSchemaViolations; Omitted counts the rest.
+	Violations []SchemaViolation
+	Omitted    int
+}
+
+// SchemaViolation is one failed schema keyword at one place of the input.
+type SchemaViolation struct {
+	// Location is the path of the offending value: object keys and array
+	// indexes (decimal), outermost first; empty for the whole input.
+	Location []string
+	// Detail names the keyword and what it wants, never an input value.
+	Detail string
+}
+
+// Limits on a tool's input schema, for the host's check and for inspectors
+// that read the schema themselves: a larger or deeper schema is refused
+// before it is parsed.
+const (
+	MaxSchemaBytes      = 1 << 20
+	MaxSchemaDepth      = 64
+	MaxSchemaViolations = 20
+)
+
+// SchemaTooBig says why raw, a tool's input schema, is refused before it
+// is parsed: larger than MaxSchemaBytes, or objects and arrays nested
+// deeper than MaxSchemaDepth. It returns "" for a schema within the limits.
+func SchemaTooBig(raw []byte) string {
+	if len(raw) > MaxSchemaBytes {
+		return fmt.Sprintf("the input schema is larger than %d bytes", MaxSchemaBytes)
+	}
+	depth, inString, escaped := 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > MaxSchemaDepth {
+				return fmt.Sprintf("the input schema is nested deeper than %d", MaxSchemaDepth)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return ""
 }
 
 // InspectResponse is an inspector's verdict and why.
@@ -155,8 +225,31 @@ func requestToProto(req *InspectRequest) *pb.InspectRequest {
 			SecretsPresent: req.Env.SecretsPresent,
 			Root:           req.Env.Root,
 		},
-		TrustLevel: req.TrustLevel,
+		TrustLevel:  req.TrustLevel,
+		SchemaCheck: schemaCheckToProto(req.SchemaCheck),
 	}
+}
+
+func schemaCheckToProto(c *SchemaCheck) *pb.SchemaCheck {
+	if c == nil {
+		return nil
+	}
+	out := &pb.SchemaCheck{Problem: c.Problem, Omitted: uint32(max(0, c.Omitted))}
+	for _, v := range c.Violations {
+		out.Violations = append(out.Violations, &pb.SchemaViolation{Location: v.Location, Detail: v.Detail})
+	}
+	return out
+}
+
+func schemaCheckFromProto(c *pb.SchemaCheck) *SchemaCheck {
+	if c == nil {
+		return nil
+	}
+	out := &SchemaCheck{Problem: c.GetProblem(), Omitted: int(c.GetOmitted())}
+	for _, v := range c.GetViolations() {
+		out.Violations = append(out.Violations, SchemaViolation{Location: v.GetLocation(), Detail: v.GetDetail()})
+	}
+	return out
 }
 
 func requestFromProto(r *pb.InspectRequest) *InspectRequest {
@@ -180,7 +273,8 @@ func requestFromProto(r *pb.InspectRequest) *InspectRequest {
 			SecretsPresent: e.GetSecretsPresent(),
 			Root:           e.GetRoot(),
 		},
-		TrustLevel: r.GetTrustLevel(),
+		TrustLevel:  r.GetTrustLevel(),
+		SchemaCheck: schemaCheckFromProto(r.GetSchemaCheck()),
 	}
 }
 

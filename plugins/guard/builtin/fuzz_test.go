@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/agentnode/agentnode/sdk/guard"
+	"github.com/agentnode/agentnode/sdk/guard/schemacheck"
 )
 
 // FuzzInspect feeds arbitrary input and schema bytes (and network levels)
@@ -43,12 +44,14 @@ func FuzzInspect(f *testing.F) {
 	}
 	f.Add([]byte(`{}`), []byte(`{"type":"nonsense"}`), "none")
 	insp := NewInspector()
+	checker := schemacheck.NewChecker(64)
 	f.Fuzz(func(t *testing.T, input, schema []byte, net string) {
 		req := &guard.InspectRequest{
 			Tool:            "fuzz",
 			Permissions:     guard.Permissions{NetworkLevel: net},
 			InputJSON:       input,
 			InputSchemaJSON: schema,
+			SchemaCheck:     checker.Check(schema, input), // as the host does
 		}
 		// inspect, not Inspect: a panic must fail the fuzz test, not be
 		// turned into a deny.

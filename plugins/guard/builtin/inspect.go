@@ -23,11 +23,6 @@ const (
 	MaxKeys = 10_000
 	// MaxReasons caps the reasons of one response; the rest are counted.
 	MaxReasons = 20
-
-	// maxSchemaBytes and maxSchemaDepth bound the input schema before it is
-	// parsed; a larger or deeper schema is refused.
-	maxSchemaBytes = 1 << 20
-	maxSchemaDepth = 64
 )
 
 // Rule names, stable strings used at the start of every reason.
@@ -167,8 +162,12 @@ func (in *Inspector) inspect(ctx context.Context, req *guard.InspectRequest) (*g
 	var fs findings
 
 	schema, problem := in.schemas.get(req.InputSchemaJSON)
+	if problem == "" && schema != nil && req.SchemaCheck != nil {
+		problem = req.SchemaCheck.Problem // e.g. it does not compile
+	}
 	if problem != "" {
 		fs.deny(ruleInvalidSchema, "", problem)
+		schema = nil
 	}
 
 	input := req.InputJSON
@@ -202,7 +201,7 @@ func (in *Inspector) inspect(ctx context.Context, req *guard.InspectRequest) (*g
 		return nil, err
 	}
 	if schema != nil && !fs.denied() {
-		validate(schema, lk, input, &fs)
+		validate(req.SchemaCheck, lk, input, &fs)
 	}
 	return fs.response(), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/guard/guardtest"
+	"github.com/agentnode/agentnode/sdk/guard/schemacheck"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
@@ -46,6 +47,8 @@ func check(t *testing.T, insp guard.Inspector, input, schema any, net string) *g
 	}
 	if schema != nil {
 		req.InputSchemaJSON = asJSON(t, schema)
+		// The host validates, as the kernel does for every call.
+		req.SchemaCheck = schemacheck.Check(req.InputSchemaJSON, req.InputJSON)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -327,7 +330,7 @@ func TestDeepInputIsBounded(t *testing.T) {
 
 func TestDeepSchemaIsRefused(t *testing.T) {
 	insp := NewInspector()
-	schema := strings.Repeat(`{"items":`, maxSchemaDepth+1) + "true" + strings.Repeat("}", maxSchemaDepth+1)
+	schema := strings.Repeat(`{"items":`, guard.MaxSchemaDepth+1) + "true" + strings.Repeat("}", guard.MaxSchemaDepth+1)
 	resp := check(t, insp, `[1]`, schema, "none")
 	if resp.Verdict != guard.VerdictDeny || !hasReason(resp, ruleInvalidSchema) {
 		t.Fatalf("got %s %q", resp.Verdict, resp.Reasons)
@@ -532,10 +535,10 @@ func TestSchemaCache(t *testing.T) {
 	if len(c.m) != 1 {
 		t.Fatalf("cache holds %d entries, want 1", len(c.m))
 	}
-	if _, p := c.get([]byte(`{"type": 12}`)); p == "" {
-		t.Fatal("a schema that does not compile was accepted")
+	if _, p := c.get([]byte(`{"type": `)); p == "" {
+		t.Fatal("a schema that is not JSON was accepted")
 	}
-	if _, p := c.get([]byte(`{"type": 12}`)); p == "" {
+	if _, p := c.get([]byte(`{"type": `)); p == "" {
 		t.Fatal("a cached schema problem was lost")
 	}
 	for _, raw := range []string{"", "  ", "null"} {
@@ -574,5 +577,39 @@ func TestKeys(t *testing.T) {
 	resp := check(t, insp, `{"weird key!":"a|b"}`, schema, "none")
 	if resp.Verdict != guard.VerdictPrompt || !hasReason(resp, ruleShell+` at $["weird key!"]`) {
 		t.Errorf("declared key: got %s %q", resp.Verdict, resp.Reasons)
+	}
+}
+
+// The host validates the input against the schema and sends the result; a
+// request with a schema and no such result cannot be judged on the schema:
+// it prompts. A schema the host could not compile denies.
+func TestSchemaCheckFromTheHost(t *testing.T) {
+	insp := NewInspector()
+	req := &guard.InspectRequest{
+		Tool:            "tool",
+		InputJSON:       []byte(`{"path":"a"}`),
+		InputSchemaJSON: []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`),
+	}
+	resp, err := insp.Inspect(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Verdict != guard.VerdictPrompt || !strings.Contains(strings.Join(resp.Reasons, ";"), "did not validate") {
+		t.Fatalf("no SchemaCheck: %+v, want a prompt", resp)
+	}
+	req.SchemaCheck = &guard.SchemaCheck{}
+	if resp, _ := insp.Inspect(t.Context(), req); resp.Verdict != guard.VerdictAllow {
+		t.Fatalf("clean SchemaCheck: %+v, want allow", resp)
+	}
+	req.SchemaCheck = &guard.SchemaCheck{Violations: []guard.SchemaViolation{{Location: []string{"path"}, Detail: "type: must be integer, not string"}}, Omitted: 2}
+	resp, _ = insp.Inspect(t.Context(), req)
+	if resp.Verdict != guard.VerdictPrompt || len(resp.Reasons) != 1 ||
+		resp.Reasons[0] != "schema_violation at $.path: type: must be integer, not string" {
+		t.Fatalf("violation: %+v", resp)
+	}
+	req.SchemaCheck = &guard.SchemaCheck{Problem: "the input schema does not compile"}
+	resp, _ = insp.Inspect(t.Context(), req)
+	if resp.Verdict != guard.VerdictDeny || !strings.Contains(resp.Reasons[0], "invalid_schema: the input schema does not compile") {
+		t.Fatalf("problem: %+v", resp)
 	}
 }

@@ -12,11 +12,14 @@
 // key in one object, secret-looking values (OpenAI, Anthropic, AWS, GitHub,
 // Slack, Stripe live and Google keys, private key PEM headers, JWTs), input
 // that is not exactly one JSON document, and an input schema that does not
-// parse or compile (external $refs are refused).
+// parse or, as the host reports (guard.InspectRequest.SchemaCheck), does not
+// compile (external $refs are refused).
 //
 // Prompt: shell tokens (; & | ` $) outside free-text fields, and violations
 // of the tool's input_schema (JSON Schema, draft 2020-12 unless $schema says
-// otherwise). A string is free text when a schema that applies to it
+// otherwise) as the host found them (sdk/guard/schemacheck; this plugin
+// links no validator: its initialization alone would cost ~5 ms of every
+// start). A schema the host did not check prompts too. A string is free text when a schema that applies to it
 // declares type string and none gives it a maxLength below 1000, an enum or
 // a const; a value without a schema and an object key are never free text
 // (a "$name" key such as "$ref" or "$gt" is not taken for shell syntax).

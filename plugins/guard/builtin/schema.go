@@ -2,58 +2,41 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math/big"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/agentnode/agentnode/sdk/guard"
 )
 
-// compiledSchema is a tool's input schema: compiled for validation, and
-// kept as a document to look up which schema applies at a path (free text,
-// format uri). A nil *compiledSchema means "no schema"; every method works
-// on it.
+// compiledSchema is a tool's input schema, kept as a document to look up
+// which schema applies at a path (free text, format uri). Validating the
+// input against it is the host's job (guard.InspectRequest.SchemaCheck,
+// sdk/guard/schemacheck): this plugin links no JSON Schema validator, whose
+// initialization alone would cost milliseconds of every start. A nil
+// *compiledSchema means "no schema"; every method works on it.
 type compiledSchema struct {
-	root     any
-	compiled *jsonschema.Schema
+	root any
 }
 
-// schemaURL is where the input schema is compiled; nothing is ever loaded
-// from it.
-const schemaURL = "mem:///input_schema.json"
-
-// noLoader refuses every external reference: a $ref in a package's schema
-// can never read a local file or reach the network.
-type noLoader struct{}
-
-func (noLoader) Load(u string) (any, error) {
-	return nil, errors.New("external schema references are not allowed")
-}
-
-// compileSchema parses and compiles raw. An empty or null schema is no
-// schema. problem, when not empty, says why the schema is refused (it never
-// quotes the schema).
+// compileSchema parses raw. An empty or null schema is no schema. problem,
+// when not empty, says why the schema is refused (it never quotes the
+// schema); whether it compiles is in the host's SchemaCheck.
 func compileSchema(raw []byte) (s *compiledSchema, problem string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, ""
 	}
-	if len(raw) > maxSchemaBytes {
-		return nil, fmt.Sprintf("the input schema is larger than %d bytes", maxSchemaBytes)
+	if p := guard.SchemaTooBig(raw); p != "" {
+		return nil, p
 	}
-	if depthExceeds(raw, maxSchemaDepth) {
-		return nil, fmt.Sprintf("the input schema is nested deeper than %d", maxSchemaDepth)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	doc, err := decodeJSON(raw)
 	if err != nil {
 		return nil, "the input schema is not valid JSON"
 	}
@@ -62,46 +45,21 @@ func compileSchema(raw []byte) (s *compiledSchema, problem string) {
 	default:
 		return nil, "the input schema is neither an object nor a boolean"
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, "the input schema cannot be loaded"
-	}
-	compiled, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, "the input schema does not compile"
-	}
-	return &compiledSchema{root: doc, compiled: compiled}, ""
+	return &compiledSchema{root: doc}, ""
 }
 
-// depthExceeds reports whether the JSON text data nests objects and arrays
-// deeper than limit, scanning bytes iteratively (strings are skipped).
-func depthExceeds(data []byte, limit int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, c := range data {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > limit {
-				return true
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+// decodeJSON decodes one JSON document, numbers as json.Number (exact).
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
 	}
-	return false
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON document")
+	}
+	return v, nil
 }
 
 // schemaCache keeps compiled schemas by the SHA-256 of their text: a
@@ -435,17 +393,6 @@ func typeIncludes(t any, name string) bool {
 	return false
 }
 
-// ratString writes r as an integer when it is one, else as a decimal.
-func ratString(r *big.Rat) string {
-	if r == nil {
-		return "?"
-	}
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	return strings.TrimRight(r.FloatString(9), "0")
-}
-
 func number(v any) (float64, bool) {
 	switch n := v.(type) {
 	case json.Number:
@@ -457,107 +404,27 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// validate checks input against the compiled schema and adds a prompt for
-// every failed leaf. Reasons name the keyword and the path, never the
-// value.
-func validate(s *compiledSchema, l *lookup, input []byte, fs *findings) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+// validate adds a prompt for every violation of the input schema the host
+// found (req.SchemaCheck, ordered by location and capped); the paths are
+// rendered here, against the input and the schema. A schema the host did
+// not check is a prompt too: whether the input conforms is unknown.
+func validate(check *guard.SchemaCheck, l *lookup, input []byte, fs *findings) {
+	if check == nil {
+		fs.prompt(ruleSchema, "$", "the host did not validate the input against the input schema")
+		return
+	}
+	if len(check.Violations) == 0 {
+		return
+	}
+	doc, err := decodeJSON(input)
 	if err != nil {
 		fs.deny(ruleMalformed, "", "the input is not valid JSON")
 		return
 	}
-	err = s.compiled.Validate(doc)
-	if err == nil {
-		return
+	for _, v := range check.Violations {
+		fs.prompt(ruleSchema, l.instancePath(doc, v.Location), v.Detail)
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		fs.prompt(ruleSchema, "$", "the input could not be validated against the input schema")
-		return
-	}
-	// The error tree is as deep as the schema and the input, both bounded.
-	// Its order is not stable (maps), so the leaves are ordered by location
-	// and only the first MaxReasons are kept (and get a rendered path); the
-	// rest are counted.
-	var (
-		best  []*leaf
-		total int
-	)
-	keep := func(lf *leaf) {
-		total++
-		if len(best) == MaxReasons && lf.compare(best[len(best)-1]) >= 0 {
-			return
-		}
-		i, found := slices.BinarySearchFunc(best, lf, (*leaf).compare)
-		if found {
-			total-- // the same finding again
-			return
-		}
-		best = slices.Insert(best, i, lf)
-		if len(best) > MaxReasons {
-			best = best[:MaxReasons]
-		}
-	}
-	var visit func(e *jsonschema.ValidationError)
-	visit = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				visit(c)
-			}
-			return
-		}
-		if k, ok := e.ErrorKind.(*kind.Required); ok {
-			for _, name := range k.Missing {
-				loc := append(slices.Clip(e.InstanceLocation), name)
-				keep(&leaf{loc: loc, detail: "required: the property is missing"})
-			}
-			return
-		}
-		keep(&leaf{loc: e.InstanceLocation, kind: e.ErrorKind})
-	}
-	visit(ve)
-	for _, lf := range best {
-		fs.prompt(ruleSchema, l.instancePath(doc, lf.loc), lf.describe())
-	}
-	fs.omitted += total - len(best)
-}
-
-// leaf is one failed keyword at one instance location.
-type leaf struct {
-	loc    []string
-	kind   jsonschema.ErrorKind
-	detail string // describe(kind), computed when first needed
-}
-
-func (lf *leaf) describe() string {
-	if lf.detail == "" {
-		lf.detail = describe(lf.kind)
-	}
-	return lf.detail
-}
-
-// compare orders leaves by location, then by description.
-func (lf *leaf) compare(o *leaf) int {
-	return cmp.Or(compareLoc(lf.loc, o.loc), strings.Compare(lf.describe(), o.describe()))
-}
-
-// compareLoc orders instance locations element by element, array indexes
-// numerically.
-func compareLoc(a, b []string) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] == b[i] {
-			continue
-		}
-		x, errX := strconv.Atoi(a[i])
-		y, errY := strconv.Atoi(b[i])
-		if errX == nil && errY == nil {
-			if c := cmp.Compare(x, y); c != 0 {
-				return c
-			}
-		}
-		return strings.Compare(a[i], b[i])
-	}
-	return cmp.Compare(len(a), len(b))
+	fs.omitted += check.Omitted
 }
 
 // instancePath renders the instance location loc of doc as a JSON path. A
@@ -586,60 +453,4 @@ func (l *lookup) instancePath(doc any, loc []string) string {
 		}
 	}
 	return b.String()
-}
-
-// describe says which keyword failed, quoting only the schema's limits,
-// never the value.
-func describe(k jsonschema.ErrorKind) string {
-	switch k := k.(type) {
-	case *kind.Type:
-		return fmt.Sprintf("type: must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
-	case *kind.Enum:
-		return "enum: the value is not one of the allowed values"
-	case *kind.Const:
-		return "const: the value is not the allowed value"
-	case *kind.MinLength:
-		return fmt.Sprintf("minLength: shorter than %d characters", k.Want)
-	case *kind.MaxLength:
-		return fmt.Sprintf("maxLength: longer than %d characters", k.Want)
-	case *kind.MinItems:
-		return fmt.Sprintf("minItems: fewer than %d items", k.Want)
-	case *kind.MaxItems:
-		return fmt.Sprintf("maxItems: more than %d items", k.Want)
-	case *kind.MinProperties:
-		return fmt.Sprintf("minProperties: fewer than %d properties", k.Want)
-	case *kind.MaxProperties:
-		return fmt.Sprintf("maxProperties: more than %d properties", k.Want)
-	case *kind.Minimum:
-		return "minimum: below " + ratString(k.Want)
-	case *kind.Maximum:
-		return "maximum: above " + ratString(k.Want)
-	case *kind.ExclusiveMinimum:
-		return "exclusiveMinimum: not above " + ratString(k.Want)
-	case *kind.ExclusiveMaximum:
-		return "exclusiveMaximum: not below " + ratString(k.Want)
-	case *kind.MultipleOf:
-		return "multipleOf: not a multiple of " + ratString(k.Want)
-	case *kind.AdditionalProperties:
-		return fmt.Sprintf("additionalProperties: %d properties the schema does not allow", len(k.Properties))
-	case *kind.Pattern:
-		return "pattern: the value does not match the schema's pattern"
-	case *kind.FalseSchema:
-		return "the schema allows no value here"
-	case *kind.Not:
-		return "not: the value matches a schema it must not match"
-	case *kind.RefCycle:
-		return "the input schema's references form a cycle here"
-	case *kind.UniqueItems:
-		return "uniqueItems: the array repeats an item"
-	case *kind.OneOf:
-		return "oneOf: the value does not match exactly one alternative"
-	case *kind.AnyOf:
-		return "anyOf: the value matches none of the alternatives"
-	}
-	kw := k.KeywordPath()
-	if len(kw) == 0 {
-		return "the value does not match the input schema"
-	}
-	return strings.Join(kw, "/") + ": the value does not match the input schema"
 }

@@ -19,8 +19,10 @@
 //
 // input is any YAML value and is sent as its JSON encoding; input_json is sent
 // byte for byte instead (use it for malformed input). input_schema and
-// input_schema_json work the same way for the tool's input schema. Unknown
-// keys are errors. A JSON file with the same structure works too.
+// input_schema_json work the same way for the tool's input schema; the
+// request then carries the host's validation of the input against it
+// (SchemaCheck, made by sdk/guard/schemacheck as the kernel makes it).
+// Unknown keys are errors. A JSON file with the same structure works too.
 package guardtest
 
 import (
@@ -37,6 +39,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/agentnode/agentnode/sdk/guard"
+	"github.com/agentnode/agentnode/sdk/guard/schemacheck"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
@@ -183,6 +186,9 @@ func (c *Case) Request() (*guard.InspectRequest, error) {
 			Root:           c.Env.Root,
 		},
 		TrustLevel: c.TrustLevel,
+		// What the host sends: its validation of the input against the
+		// schema (nil without a schema).
+		SchemaCheck: schemacheck.Check(schema, in),
 	}, nil
 }
 

@@ -223,8 +223,12 @@ type InspectRequest struct {
 	InputSchemaJson []byte                 `protobuf:"bytes,7,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
 	Env             *EnvContext            `protobuf:"bytes,8,opt,name=env,proto3" json:"env,omitempty"`
 	TrustLevel      string                 `protobuf:"bytes,9,opt,name=trust_level,json=trustLevel,proto3" json:"trust_level,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The host's validation of input_json against input_schema_json (JSON
+	// Schema, draft 2020-12 unless $schema says otherwise); unset when the
+	// host did not validate.
+	SchemaCheck   *SchemaCheck `protobuf:"bytes,10,opt,name=schema_check,json=schemaCheck,proto3" json:"schema_check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectRequest) Reset() {
@@ -320,6 +324,137 @@ func (x *InspectRequest) GetTrustLevel() string {
 	return ""
 }
 
+func (x *InspectRequest) GetSchemaCheck() *SchemaCheck {
+	if x != nil {
+		return x.SchemaCheck
+	}
+	return nil
+}
+
+// SchemaCheck is the host's validation of the input against the tool's
+// input schema.
+type SchemaCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// problem says why the schema itself was refused (not JSON, too large or
+	// too deep, not an object or boolean, does not compile, an external
+	// $ref); then there are no violations. It never quotes the schema.
+	Problem string `protobuf:"bytes,1,opt,name=problem,proto3" json:"problem,omitempty"`
+	// violations are the failed leaves, ordered by location, at most the
+	// first few; omitted counts the rest.
+	Violations    []*SchemaViolation `protobuf:"bytes,2,rep,name=violations,proto3" json:"violations,omitempty"`
+	Omitted       uint32             `protobuf:"varint,3,opt,name=omitted,proto3" json:"omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaCheck) Reset() {
+	*x = SchemaCheck{}
+	mi := &file_agentnode_v1_guard_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaCheck) ProtoMessage() {}
+
+func (x *SchemaCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnode_v1_guard_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaCheck.ProtoReflect.Descriptor instead.
+func (*SchemaCheck) Descriptor() ([]byte, []int) {
+	return file_agentnode_v1_guard_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SchemaCheck) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
+func (x *SchemaCheck) GetViolations() []*SchemaViolation {
+	if x != nil {
+		return x.Violations
+	}
+	return nil
+}
+
+func (x *SchemaCheck) GetOmitted() uint32 {
+	if x != nil {
+		return x.Omitted
+	}
+	return 0
+}
+
+// SchemaViolation is one failed schema keyword at one place of the input.
+type SchemaViolation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// location is the path of the offending value in the input: object keys
+	// and array indexes (decimal), outermost first.
+	Location []string `protobuf:"bytes,1,rep,name=location,proto3" json:"location,omitempty"`
+	// detail names the keyword and what it wants; it never holds a value of
+	// the input.
+	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaViolation) Reset() {
+	*x = SchemaViolation{}
+	mi := &file_agentnode_v1_guard_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaViolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaViolation) ProtoMessage() {}
+
+func (x *SchemaViolation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnode_v1_guard_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaViolation.ProtoReflect.Descriptor instead.
+func (*SchemaViolation) Descriptor() ([]byte, []int) {
+	return file_agentnode_v1_guard_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SchemaViolation) GetLocation() []string {
+	if x != nil {
+		return x.Location
+	}
+	return nil
+}
+
+func (x *SchemaViolation) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 type InspectResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Verdict       Verdict                `protobuf:"varint,1,opt,name=verdict,proto3,enum=agentnode.v1.Verdict" json:"verdict,omitempty"`
@@ -330,7 +465,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_agentnode_v1_guard_proto_msgTypes[3]
+	mi := &file_agentnode_v1_guard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +477,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_guard_proto_msgTypes[3]
+	mi := &file_agentnode_v1_guard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +490,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_guard_proto_rawDescGZIP(), []int{3}
+	return file_agentnode_v1_guard_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InspectResponse) GetVerdict() Verdict {
@@ -387,7 +522,7 @@ const file_agentnode_v1_guard_proto_rawDesc = "" +
 	"\x02ci\x18\x01 \x01(\bR\x02ci\x12 \n" +
 	"\vinteractive\x18\x02 \x01(\bR\vinteractive\x12'\n" +
 	"\x0fsecrets_present\x18\x03 \x01(\bR\x0esecretsPresent\x12\x12\n" +
-	"\x04root\x18\x04 \x01(\bR\x04root\"\xd5\x02\n" +
+	"\x04root\x18\x04 \x01(\bR\x04root\"\x93\x03\n" +
 	"\x0eInspectRequest\x12\x1d\n" +
 	"\n" +
 	"package_id\x18\x01 \x01(\tR\tpackageId\x12\x18\n" +
@@ -400,7 +535,18 @@ const file_agentnode_v1_guard_proto_rawDesc = "" +
 	"\x11input_schema_json\x18\a \x01(\fR\x0finputSchemaJson\x12*\n" +
 	"\x03env\x18\b \x01(\v2\x18.agentnode.v1.EnvContextR\x03env\x12\x1f\n" +
 	"\vtrust_level\x18\t \x01(\tR\n" +
-	"trustLevel\"\\\n" +
+	"trustLevel\x12<\n" +
+	"\fschema_check\x18\n" +
+	" \x01(\v2\x19.agentnode.v1.SchemaCheckR\vschemaCheck\"\x80\x01\n" +
+	"\vSchemaCheck\x12\x18\n" +
+	"\aproblem\x18\x01 \x01(\tR\aproblem\x12=\n" +
+	"\n" +
+	"violations\x18\x02 \x03(\v2\x1d.agentnode.v1.SchemaViolationR\n" +
+	"violations\x12\x18\n" +
+	"\aomitted\x18\x03 \x01(\rR\aomitted\"E\n" +
+	"\x0fSchemaViolation\x12\x1a\n" +
+	"\blocation\x18\x01 \x03(\tR\blocation\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"\\\n" +
 	"\x0fInspectResponse\x12/\n" +
 	"\averdict\x18\x01 \x01(\x0e2\x15.agentnode.v1.VerdictR\averdict\x12\x18\n" +
 	"\areasons\x18\x02 \x03(\tR\areasons*p\n" +
@@ -427,29 +573,33 @@ func file_agentnode_v1_guard_proto_rawDescGZIP() []byte {
 }
 
 var file_agentnode_v1_guard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentnode_v1_guard_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_agentnode_v1_guard_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentnode_v1_guard_proto_goTypes = []any{
 	(Verdict)(0),            // 0: agentnode.v1.Verdict
 	(*Permissions)(nil),     // 1: agentnode.v1.Permissions
 	(*EnvContext)(nil),      // 2: agentnode.v1.EnvContext
 	(*InspectRequest)(nil),  // 3: agentnode.v1.InspectRequest
-	(*InspectResponse)(nil), // 4: agentnode.v1.InspectResponse
-	(*InfoRequest)(nil),     // 5: agentnode.v1.InfoRequest
-	(*Info)(nil),            // 6: agentnode.v1.Info
+	(*SchemaCheck)(nil),     // 4: agentnode.v1.SchemaCheck
+	(*SchemaViolation)(nil), // 5: agentnode.v1.SchemaViolation
+	(*InspectResponse)(nil), // 6: agentnode.v1.InspectResponse
+	(*InfoRequest)(nil),     // 7: agentnode.v1.InfoRequest
+	(*Info)(nil),            // 8: agentnode.v1.Info
 }
 var file_agentnode_v1_guard_proto_depIdxs = []int32{
 	1, // 0: agentnode.v1.InspectRequest.permissions:type_name -> agentnode.v1.Permissions
 	2, // 1: agentnode.v1.InspectRequest.env:type_name -> agentnode.v1.EnvContext
-	0, // 2: agentnode.v1.InspectResponse.verdict:type_name -> agentnode.v1.Verdict
-	5, // 3: agentnode.v1.Guard.Info:input_type -> agentnode.v1.InfoRequest
-	3, // 4: agentnode.v1.Guard.Inspect:input_type -> agentnode.v1.InspectRequest
-	6, // 5: agentnode.v1.Guard.Info:output_type -> agentnode.v1.Info
-	4, // 6: agentnode.v1.Guard.Inspect:output_type -> agentnode.v1.InspectResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 2: agentnode.v1.InspectRequest.schema_check:type_name -> agentnode.v1.SchemaCheck
+	5, // 3: agentnode.v1.SchemaCheck.violations:type_name -> agentnode.v1.SchemaViolation
+	0, // 4: agentnode.v1.InspectResponse.verdict:type_name -> agentnode.v1.Verdict
+	7, // 5: agentnode.v1.Guard.Info:input_type -> agentnode.v1.InfoRequest
+	3, // 6: agentnode.v1.Guard.Inspect:input_type -> agentnode.v1.InspectRequest
+	8, // 7: agentnode.v1.Guard.Info:output_type -> agentnode.v1.Info
+	6, // 8: agentnode.v1.Guard.Inspect:output_type -> agentnode.v1.InspectResponse
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_agentnode_v1_guard_proto_init() }
@@ -464,7 +614,7 @@ func file_agentnode_v1_guard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnode_v1_guard_proto_rawDesc), len(file_agentnode_v1_guard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
