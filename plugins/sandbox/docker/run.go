@@ -73,7 +73,14 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	// fails the run instead of holding it.
 	setupCtx, cancelSetup := context.WithTimeout(ctx, callTimeout)
 	defer cancelSetup()
-	created, err := cli.ContainerCreate(setupCtx, client.ContainerCreateOptions{Config: cs.config, HostConfig: cs.host, Name: cs.name})
+	// The create is never abandoned because ctx ended: the engine goes on
+	// creating a container whose request was cancelled, and one that
+	// appears after the cleanup looked would be left behind. It is bounded
+	// by callTimeout only; a cancellation is honoured once it returned
+	// (below), with the container removed and proven gone.
+	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer cancelCreate()
+	created, err := cli.ContainerCreate(createCtx, client.ContainerCreateOptions{Config: cs.config, HostConfig: cs.host, Name: cs.name})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			// Someone else's container: never touch it.
@@ -116,6 +123,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 			resp.CleanupVerified = true
 		}
 	}()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("docker: run %s: %w", id, context.Cause(ctx))
+	}
 	for _, w := range created.Warnings {
 		b.log.Warn("engine warning", "run_id", id, "warning", w)
 	}
