@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -53,9 +54,10 @@ type backend struct {
 	log          hclog.Logger
 	stateRoot    string
 	cgroupParent string
-	geteuid      func() int // os.Geteuid; replaced in tests
-	owner        string     // ownerLabel value: this process
-	mntNS        string     // this process's mount namespace at start
+	geteuid      func() int  // os.Geteuid; replaced in tests
+	owner        string      // ownerLabel value: this process
+	mntNS        string      // this process's mount namespace at start
+	warming      atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
 
 	rootOnce sync.Once
 	rootErr  error
@@ -112,6 +114,10 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 	if !fi.IsDir() {
 		return no(sandbox.ReasonImageMissing, "rootfs %s is not a directory", req.Rootfs)
 	}
+	// The host asks before every sandboxed run: let that run's first
+	// cgroup migration find the kernel's lock warm (warmup.go). When no
+	// run follows (doctor), one no-op migration was wasted.
+	b.warmCgroupLock()
 	return &sandbox.AvailabilityResponse{Available: true}, nil
 }
 

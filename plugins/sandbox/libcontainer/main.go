@@ -68,6 +68,8 @@ func main() {
 	logger := plugin.NewLogger("libcontainer")
 	routeLogrus(logger)
 	b := newBackend(logger)
+	// The host starts this plugin when it is about to run something.
+	b.warmCgroupLock()
 	go func() {
 		// Containers of an earlier plugin process that died mid-run.
 		if _, err := b.reapOrphans(); err != nil {
