@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/agentnode/agentnode/sdk/guard"
+	"github.com/agentnode/agentnode/sdk/guard/schemacheck"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
@@ -31,7 +32,7 @@ func buildBuiltinGuard(b *testing.B) string {
 
 // benchInspectRequest is a typical tool call: a small input with a schema.
 func benchInspectRequest() *guard.InspectRequest {
-	return &guard.InspectRequest{
+	req := &guard.InspectRequest{
 		PackageID: "file-tools", Version: "1.2.0", Tool: "read_file", ActionTypes: []string{"read"},
 		Permissions: guard.Permissions{NetworkLevel: "none", FilesystemLevel: "workspace_read", CodeExecutionLevel: "none"},
 		InputJSON:   []byte(`{"path":"notes/today.txt","lines":20,"mode":"text"}`),
@@ -39,6 +40,9 @@ func benchInspectRequest() *guard.InspectRequest {
 			`"lines":{"type":"integer","minimum":1},"mode":{"enum":["text","binary"]}}}`),
 		TrustLevel: "verified",
 	}
+	// The host's validation, sent with every call as the kernel does.
+	req.SchemaCheck = schemacheck.Check(req.InputSchemaJSON, req.InputJSON)
+	return req
 }
 
 func benchInspect(b *testing.B, c *guard.Client) {
