@@ -5,6 +5,12 @@ BIN       := bin
 # Stripped, path-free binaries: plugins are hashed (SHA-256 pin) on every
 # launch, so their size is start-up time.
 BUILDFLAGS := -trimpath -ldflags '-s -w'
+# Binaries that need cgo (libseccomp: agentnode's host confinement,
+# libcontainer) are linked statically, as runc is: no dynamic loader and no
+# shared libc at start (~1 ms of every command, and of every container init,
+# which is the libcontainer plugin re-executed). netgo and osusergo keep the
+# resolver and user look-ups in Go, so glibc's NSS is never needed.
+STATICFLAGS := -trimpath -ldflags '-s -w -extldflags -static' -tags '$(TAGS) netgo osusergo'
 
 PLUGINS   := $(patsubst plugins/%/,%,$(sort $(dir $(wildcard plugins/*/*/main.go))))
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
@@ -13,17 +19,22 @@ GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build $(BUILDFLAGS) -tags '$(TAGS)' -o $(BIN)/agentnode ./cmd/agentnode
+	$(GO) build $(STATICFLAGS) -o $(BIN)/agentnode ./cmd/agentnode
 	# Baked into the sandbox image by `agentnode sandbox build`: static, and
 	# without VCS stamps so the image digest depends on the source only.
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -buildvcs=false -o $(BIN)/agentnode-egress-forwarder ./sdk/sandbox/forwarder
-	# Plugins other than sandbox backends need no cgo: built static, they
-	# start without the dynamic loader and libc (~0.9 ms of every start; trust
-	# and guard plugins start for every command). libcontainer needs cgo.
+	# Plugins other than sandbox backends need no cgo: built without it,
+	# they start without the dynamic loader and libc (~0.9 ms of every start;
+	# trust and guard plugins start for every command). Sandbox backends
+	# (libcontainer needs cgo) are linked statically.
 	@for p in $(PLUGINS); do \
-	  kind=$${p%%/*}; name=$${p#*/}; cgo=0; [ "$$kind" = sandbox ] && cgo=1; \
-	  echo "CGO_ENABLED=$$cgo $(GO) build -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p"; \
-	  CGO_ENABLED=$$cgo $(GO) build $(BUILDFLAGS) -tags '$(TAGS)' -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p || exit 1; \
+	  kind=$${p%%/*}; name=$${p#*/}; \
+	  echo "$(GO) build -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p"; \
+	  if [ "$$kind" = sandbox ]; then \
+	    $(GO) build $(STATICFLAGS) -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p || exit 1; \
+	  else \
+	    CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -tags '$(TAGS)' -o $(BIN)/agentnode-$$kind-$$name ./plugins/$$p || exit 1; \
+	  fi; \
 	done
 
 # Regenerate sdk/proto from specs/proto (needs protoc; the Go generators are pinned here).

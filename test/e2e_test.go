@@ -49,20 +49,22 @@ func repoRoot() string {
 // extra/agentnode-trust-<name>.
 func build(bin, extra string) error {
 	root := repoRoot()
-	goBuild := func(out, pkg string) error {
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "seccomp", "-o", out, pkg)
-		cmd.Dir = root
-		cmd.Stderr = os.Stderr
+	// As `make build` builds them: agentnode and the sandbox backends with
+	// cgo, linked statically; the other plugins without cgo.
+	staticBuild := func(out, pkg, tags string) error {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -extldflags -static",
+			"-tags", tags+" netgo osusergo", "-o", out, pkg)
+		cmd.Dir, cmd.Stderr = root, os.Stderr
 		return cmd.Run()
 	}
-	// Plugins other than sandbox backends are built static, as `make
-	// build` builds them (no cgo: they start faster).
+	goBuild := func(out, pkg string) error { return staticBuild(out, pkg, "seccomp") }
 	goBuildPlugin := func(out, pkg, kind string) error {
+		if kind == "sandbox" {
+			return goBuild(out, pkg)
+		}
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "seccomp", "-o", out, pkg)
 		cmd.Dir, cmd.Stderr = root, os.Stderr
-		if kind != "sandbox" {
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		}
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		return cmd.Run()
 	}
 	if err := goBuild(filepath.Join(bin, "agentnode"), "./cmd/agentnode"); err != nil {
@@ -80,10 +82,7 @@ func build(bin, extra string) error {
 	// test resolver, egress.txtar): bin/agentnode.egresstest (beside the
 	// bundled plugins it pins with), run as the symlink
 	// extra/egresstest/agentnode.
-	egt := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "seccomp egresstest",
-		"-o", filepath.Join(bin, "agentnode.egresstest"), "./cmd/agentnode")
-	egt.Dir, egt.Stderr = root, os.Stderr
-	if err := egt.Run(); err != nil {
+	if err := staticBuild(filepath.Join(bin, "agentnode.egresstest"), "./cmd/agentnode", "seccomp egresstest"); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(extra, "egresstest"), 0o755); err != nil {
