@@ -57,3 +57,27 @@ func TestLoadCachedRemembersAndRevalidatesEdits(t *testing.T) {
 		t.Fatalf("Load of the invalid config = %v", err)
 	}
 }
+
+// Peek reads the plugin names with Load's file checks but no validation.
+func TestPeek(t *testing.T) {
+	path := setUp(t)
+	p, ok := Peek(path)
+	if !ok || p.Trust != "attest" || len(p.Inspectors) != 1 || p.Inspectors[0] != "builtin" {
+		t.Fatalf("Peek of the defaults = %+v, %v", p, ok)
+	}
+	// Not validated: a config the schema refuses still names its plugins.
+	doc := strings.Replace(string(readFile(t, path)), `"strict": false`, `"strict": "no"`, 1)
+	writeFile(t, path, doc)
+	if p, ok := Peek(path); !ok || p.Trust != "attest" {
+		t.Fatalf("Peek of a schema-invalid config = %+v, %v", p, ok)
+	}
+	for name, content := range map[string]string{"not JSON": "{", "duplicate key": `{"trust":{},"trust":{}}`} {
+		writeFile(t, path, content)
+		if p, ok := Peek(path); ok {
+			t.Errorf("%s: Peek = %+v, ok", name, p)
+		}
+	}
+	if _, ok := Peek(filepath.Dir(path)); ok {
+		t.Error("Peek of a directory succeeded")
+	}
+}

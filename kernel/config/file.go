@@ -56,6 +56,34 @@ func LoadCached(path string, cache *verdict.Cache) (*Config, error) {
 	return toConfig(path, doc)
 }
 
+// Plugins is what Peek reads: the plugins a config names.
+type Plugins struct {
+	Trust      string
+	Inspectors []string
+}
+
+// Peek reads the plugins the config at path names, without validating it
+// (only the file checks of Load and a strict parse): for starting them
+// early, never for deciding anything. ok is false when the file cannot be
+// read or parsed.
+func Peek(path string) (p Plugins, ok bool) {
+	doc, _, err := readDoc(path)
+	if err != nil {
+		return Plugins{}, false
+	}
+	root, _ := doc.(map[string]any)
+	trust, _ := root["trust"].(map[string]any)
+	p.Trust, _ = trust["plugin"].(string)
+	guard, _ := root["guard"].(map[string]any)
+	list, _ := guard["inspectors"].([]any)
+	for _, v := range list {
+		if name, ok := v.(string); ok {
+			p.Inspectors = append(p.Inspectors, name)
+		}
+	}
+	return p, true
+}
+
 // Setup makes sure a valid config exists at path. With no file it creates
 // the parent directory (0700) and writes Defaults() (0600): created is true.
 // With a valid file it adds the leaf keys the file lacks, with their

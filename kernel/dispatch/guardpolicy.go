@@ -71,10 +71,7 @@ type RateLimits struct {
 // GuardPolicy loads the config (not_set_up / config_invalid like a run)
 // and returns the effective Guard policy. It runs and records nothing.
 func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
-	path := k.ConfigPath
-	if path == "" {
-		path = home.ConfigPath(k.HomeDir)
-	}
+	path := k.configPath()
 	set, err := loadSettings(path, k.Environ, k.verdicts())
 	if err != nil {
 		return nil, err

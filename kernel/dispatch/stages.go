@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -23,11 +22,7 @@ import (
 // stageConfig loads and validates the config. Missing → not_set_up,
 // invalid → config_invalid; never defaulted.
 func stageConfig(_ context.Context, st *state) error {
-	path := st.k.ConfigPath
-	if path == "" {
-		path = home.ConfigPath(st.k.HomeDir)
-	}
-	set, err := loadSettings(path, st.k.Environ, st.k.verdicts())
+	set, err := loadSettings(st.k.configPath(), st.k.Environ, st.k.verdicts())
 	if err != nil {
 		return err
 	}
@@ -35,15 +30,9 @@ func stageConfig(_ context.Context, st *state) error {
 	st.env = policy.EnvFrom(st.k.Environ)
 	st.env.Interactive = st.k.Interactive
 	st.env.Root = st.k.Root
-	// Start the plugins the later stages will call now, so their launches
-	// overlap the lockfile, artifact and each other. Starting decides
-	// nothing: every result is still checked where it is used.
-	if st.k.Plugins != nil {
-		st.k.Plugins.Prestart(plugin.KindTrust, set.trustPlugin)
-		for _, name := range set.inspectors {
-			st.k.Plugins.Prestart(plugin.KindGuard, name)
-		}
-	}
+	// Start the plugins the later stages will call now (unless Warm did),
+	// so their launches overlap the lockfile, artifact and each other.
+	st.k.prestartEvaluators(set.trustPlugin, set.inspectors)
 	return nil
 }
 

@@ -1,9 +1,6 @@
 package dispatch
 
 import (
-	"encoding/json"
-	"os"
-
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/sdk/plugin"
@@ -15,37 +12,37 @@ import (
 // the earlier it begins, the more of it overlaps the caller's own set-up.
 //
 // Warm decides nothing and trusts nothing it reads: the config is only
-// peeked at (not validated; any problem means nothing is started), a
-// started plugin is pinned and checked like any other, and the config stage
-// loads and validates the config as always. A plugin the validated config
-// does not name is never called, only stopped with the rest.
+// peeked at (config.Peek: not validated; any problem means nothing is
+// started), a started plugin is pinned and checked like any other, and the
+// config stage loads and validates the config as always. A plugin the
+// validated config does not name is never called, only stopped with the
+// rest.
 func (k *Kernel) Warm() {
+	if p, ok := config.Peek(k.configPath()); ok {
+		k.prestartEvaluators(p.Trust, p.Inspectors)
+	}
+}
+
+// configPath is the config file: ConfigPath, else the home's.
+func (k *Kernel) configPath() string {
+	if k.ConfigPath != "" {
+		return k.ConfigPath
+	}
+	return home.ConfigPath(k.HomeDir)
+}
+
+// prestartEvaluators starts the trust plugin and the inspectors in the
+// background (a start already under way or done is left alone), so that
+// their launches overlap other work. Starting decides nothing: every result
+// is still checked where it is used.
+func (k *Kernel) prestartEvaluators(trust string, inspectors []string) {
 	if k.Plugins == nil {
 		return
 	}
-	path := k.ConfigPath
-	if path == "" {
-		path = home.ConfigPath(k.HomeDir)
+	if trust != "" {
+		k.Plugins.Prestart(plugin.KindTrust, trust)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) > config.MaxFileSize {
-		return
-	}
-	var peek struct {
-		Trust struct {
-			Plugin string `json:"plugin"`
-		} `json:"trust"`
-		Guard struct {
-			Inspectors []string `json:"inspectors"`
-		} `json:"guard"`
-	}
-	if json.Unmarshal(data, &peek) != nil {
-		return
-	}
-	if peek.Trust.Plugin != "" {
-		k.Plugins.Prestart(plugin.KindTrust, peek.Trust.Plugin)
-	}
-	for _, name := range peek.Guard.Inspectors {
+	for _, name := range inspectors {
 		k.Plugins.Prestart(plugin.KindGuard, name)
 	}
 }

@@ -17,6 +17,17 @@ func settled(t *testing.T) {
 	t.Cleanup(func() { Settle = old })
 }
 
+// helloFile writes "hello" to a file f in a new directory.
+func helloFile(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	file = filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
+}
+
 func sum(t *testing.T, c *Cache, path string) (got []byte, hashed bool) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -34,11 +45,7 @@ func sum(t *testing.T, c *Cache, path string) (got []byte, hashed bool) {
 
 func TestSumIsCachedUntilTheFileChanges(t *testing.T) {
 	settled(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := helloFile(t)
 	cachePath := filepath.Join(dir, "state", "hashes.json")
 	want := sha256.Sum256([]byte("hello"))
 
@@ -61,11 +68,7 @@ func TestSumIsCachedUntilTheFileChanges(t *testing.T) {
 // its mtime back still changes its ctime: the cache does not vouch.
 func TestSameSizeRewriteWithRestoredMtimeIsHashedAgain(t *testing.T) {
 	settled(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := helloFile(t)
 	cachePath := filepath.Join(dir, "hashes.json")
 	sum(t, Open(cachePath), file)
 	fi, _ := os.Stat(file)
@@ -86,11 +89,7 @@ func TestSameSizeRewriteWithRestoredMtimeIsHashedAgain(t *testing.T) {
 // A file replaced by another (rename over it) has another inode.
 func TestReplacedFileIsHashedAgain(t *testing.T) {
 	settled(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := helloFile(t)
 	cachePath := filepath.Join(dir, "hashes.json")
 	sum(t, Open(cachePath), file)
 	other := filepath.Join(dir, "g")
@@ -111,11 +110,7 @@ func TestReplacedFileIsHashedAgain(t *testing.T) {
 // cache file is ignored.
 func TestEntriesMustMatchTheStamps(t *testing.T) {
 	settled(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := helloFile(t)
 	cachePath := filepath.Join(dir, "hashes.json")
 	sum(t, Open(cachePath), file)
 	m := Read(cachePath)
@@ -142,11 +137,7 @@ func TestUnsettledFilesAreNotRecorded(t *testing.T) {
 	old := Settle
 	Settle = time.Hour
 	t.Cleanup(func() { Settle = old })
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := helloFile(t)
 	cachePath := filepath.Join(dir, "hashes.json")
 	for i := 0; i < 2; i++ {
 		if _, hashed := sum(t, Open(cachePath), file); !hashed {
@@ -197,11 +188,7 @@ func TestFlushMergesAndPrunes(t *testing.T) {
 }
 
 func TestNilCacheHashes(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, file := helloFile(t)
 	var c *Cache
 	for i := 0; i < 2; i++ {
 		got, hashed := sum(t, c, file)

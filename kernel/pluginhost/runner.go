@@ -56,7 +56,6 @@ type pinnedRunner struct {
 	logger    hclog.Logger
 	key, path string
 	checksum  []byte
-	socketDir string           // created by go-plugin; removed here if Start fails
 	hashes    *hashcache.Cache // the verified-hash cache; nil disables it
 	tlsBundle []byte           // the plugin's TLS credentials (mtls.go), sent through a pipe
 	cmd       *exec.Cmd
@@ -75,7 +74,7 @@ type runnerCtl struct {
 	stopping atomic.Bool
 
 	mu        sync.Mutex
-	socketDir string // go-plugin's directory for the plugin's socket
+	socketDir string // go-plugin's directory for the plugin's socket; removed by Start if it fails
 }
 
 func (c *runnerCtl) setSocketDir(dir string) {
@@ -117,7 +116,7 @@ func runnerFunc(hashes *hashcache.Cache, kind, key, path string, checksum, tlsBu
 			// Stdin stays nil: the plugin reads /dev/null.
 		}
 		ctl.setSocketDir(socketDir)
-		return &pinnedRunner{logger: logger, hashes: hashes, tlsBundle: tlsBundle, key: key, path: path, checksum: checksum, socketDir: socketDir, cmd: cmd, ctl: ctl}, nil
+		return &pinnedRunner{logger: logger, hashes: hashes, tlsBundle: tlsBundle, key: key, path: path, checksum: checksum, cmd: cmd, ctl: ctl}, nil
 	}
 }
 
@@ -125,10 +124,10 @@ func runnerFunc(hashes *hashcache.Cache, kind, key, path string, checksum, tlsBu
 // Client.Start, hence on the launcher thread (launch.go).
 func (r *pinnedRunner) Start(context.Context) (err error) {
 	defer func() {
-		if err != nil && r.socketDir != "" {
+		if dir := r.ctl.getSocketDir(); err != nil && dir != "" {
 			// go-plugin removes its socket directory only when killing a
 			// runner that has an ID, i.e. one that started.
-			_ = os.RemoveAll(r.socketDir)
+			_ = os.RemoveAll(dir)
 		}
 	}()
 	f, err := os.Open(r.path) // O_RDONLY|O_CLOEXEC

@@ -15,20 +15,20 @@ import (
 	"github.com/agentnode/agentnode/sdk/guard"
 )
 
-// compiledSchema is a tool's input schema, kept as a document to look up
+// inputSchema is a tool's input schema, kept as a document to look up
 // which schema applies at a path (free text, format uri). Validating the
 // input against it is the host's job (guard.InspectRequest.SchemaCheck,
 // sdk/guard/schemacheck): this plugin links no JSON Schema validator, whose
 // initialization alone would cost milliseconds of every start. A nil
-// *compiledSchema means "no schema"; every method works on it.
-type compiledSchema struct {
+// *inputSchema means "no schema"; every method works on it.
+type inputSchema struct {
 	root any
 }
 
-// compileSchema parses raw. An empty or null schema is no schema. problem,
+// parseSchema parses raw. An empty or null schema is no schema. problem,
 // when not empty, says why the schema is refused (it never quotes the
 // schema); whether it compiles is in the host's SchemaCheck.
-func compileSchema(raw []byte) (s *compiledSchema, problem string) {
+func parseSchema(raw []byte) (s *inputSchema, problem string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, ""
@@ -45,7 +45,7 @@ func compileSchema(raw []byte) (s *compiledSchema, problem string) {
 	default:
 		return nil, "the input schema is neither an object nor a boolean"
 	}
-	return &compiledSchema{root: doc}, ""
+	return &inputSchema{root: doc}, ""
 }
 
 // decodeJSON decodes one JSON document, numbers as json.Number (exact).
@@ -62,7 +62,7 @@ func decodeJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-// schemaCache keeps compiled schemas by the SHA-256 of their text: a
+// schemaCache keeps parsed schemas by the SHA-256 of their text: a
 // long-lived plugin sees the same few schemas again and again.
 type schemaCache struct {
 	mu  sync.Mutex
@@ -71,7 +71,7 @@ type schemaCache struct {
 }
 
 type cachedSchema struct {
-	s       *compiledSchema
+	s       *inputSchema
 	problem string
 }
 
@@ -79,10 +79,10 @@ func newSchemaCache(maxEntries int) *schemaCache {
 	return &schemaCache{max: maxEntries, m: make(map[[sha256.Size]byte]cachedSchema)}
 }
 
-// get returns the compiled schema for raw (see compileSchema).
-func (c *schemaCache) get(raw []byte) (*compiledSchema, string) {
+// get returns the parsed schema for raw (see parseSchema).
+func (c *schemaCache) get(raw []byte) (*inputSchema, string) {
 	if c == nil {
-		return compileSchema(raw)
+		return parseSchema(raw)
 	}
 	sum := sha256.Sum256(raw)
 	c.mu.Lock()
@@ -91,7 +91,7 @@ func (c *schemaCache) get(raw []byte) (*compiledSchema, string) {
 	if ok {
 		return e.s, e.problem
 	}
-	s, problem := compileSchema(raw)
+	s, problem := parseSchema(raw)
 	c.mu.Lock()
 	if len(c.m) >= c.max {
 		clear(c.m)
@@ -113,7 +113,7 @@ const (
 // objects cost one look-up each. A lookup belongs to one inspection; it is
 // not safe for concurrent use.
 type lookup struct {
-	s        *compiledSchema
+	s        *inputSchema
 	root     []map[string]any
 	rootDone bool
 	memo     map[lookupKey][]map[string]any
@@ -129,7 +129,7 @@ type lookupKey struct {
 	idx     int
 }
 
-func newLookup(s *compiledSchema) *lookup {
+func newLookup(s *inputSchema) *lookup {
 	return &lookup{s: s, memo: make(map[lookupKey][]map[string]any)}
 }
 
@@ -197,7 +197,7 @@ func tupleLen(schemas []map[string]any) int {
 // local $ref, allOf, anyOf and oneOf. When there are more than maxExpanded
 // it returns none: the position then counts as having no schema, which is
 // the conservative answer (not free text, not a URI).
-func (s *compiledSchema) expand(ss []any) []map[string]any {
+func (s *inputSchema) expand(ss []any) []map[string]any {
 	if s == nil {
 		return nil
 	}
@@ -239,7 +239,7 @@ func (s *compiledSchema) expand(ss []any) []map[string]any {
 
 // resolveRef resolves a local reference "#" or "#/json/pointer" against the
 // schema document. Anything else is not followed.
-func (s *compiledSchema) resolveRef(ref string) (any, bool) {
+func (s *inputSchema) resolveRef(ref string) (any, bool) {
 	if !strings.HasPrefix(ref, "#") {
 		return nil, false
 	}
@@ -278,7 +278,7 @@ func (s *compiledSchema) resolveRef(ref string) (any, bool) {
 
 // property returns the schemas of the value of key in an object whose
 // schemas are parents: properties[key], else additionalProperties.
-func (s *compiledSchema) property(parents []map[string]any, key string) []map[string]any {
+func (s *inputSchema) property(parents []map[string]any, key string) []map[string]any {
 	if s == nil {
 		return nil
 	}
@@ -299,7 +299,7 @@ func (s *compiledSchema) property(parents []map[string]any, key string) []map[st
 
 // item returns the schemas of element idx of an array whose schemas are
 // parents: prefixItems/items (2020-12) or items/additionalItems (draft 7).
-func (s *compiledSchema) item(parents []map[string]any, idx int) []map[string]any {
+func (s *inputSchema) item(parents []map[string]any, idx int) []map[string]any {
 	if s == nil {
 		return nil
 	}
@@ -326,7 +326,7 @@ func (s *compiledSchema) item(parents []map[string]any, idx int) []map[string]an
 
 // declares reports whether one of the object schemas declares key as a
 // property.
-func (s *compiledSchema) declares(schemas []map[string]any, key string) bool {
+func (s *inputSchema) declares(schemas []map[string]any, key string) bool {
 	for _, m := range schemas {
 		if props, ok := m["properties"].(map[string]any); ok {
 			if _, ok := props[key]; ok {
@@ -344,7 +344,7 @@ const freeTextMaxLength = 1000
 // isFreeText reports whether a string with these schemas is free text: a
 // schema declares it a string, and none limits it below freeTextMaxLength
 // or to an enum or const. A value without a schema is not free text.
-func (s *compiledSchema) isFreeText(schemas []map[string]any) bool {
+func (s *inputSchema) isFreeText(schemas []map[string]any) bool {
 	if s == nil {
 		return false
 	}
@@ -370,7 +370,7 @@ func (s *compiledSchema) isFreeText(schemas []map[string]any) bool {
 var uriFormats = []string{"uri", "uri-reference", "iri", "iri-reference"}
 
 // hasURIFormat reports whether one of the schemas says format uri.
-func (s *compiledSchema) hasURIFormat(schemas []map[string]any) bool {
+func (s *inputSchema) hasURIFormat(schemas []map[string]any) bool {
 	for _, m := range schemas {
 		if f, ok := m["format"].(string); ok && slices.Contains(uriFormats, f) {
 			return true

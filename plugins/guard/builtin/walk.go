@@ -29,7 +29,7 @@ type container struct {
 type walker struct {
 	ctx         context.Context
 	fs          *findings
-	schema      *compiledSchema // nil: no input schema
+	schema      *inputSchema // nil: no input schema
 	lookup      *lookup
 	networkNone bool
 
@@ -236,7 +236,7 @@ var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 // key is shown only when it is a plain identifier or a property the schema
 // declares, and does not look like a secret; otherwise only its ordinal is
 // shown, since keys are input too.
-func (s *compiledSchema) renderKey(schemas []map[string]any, key string, n int) string {
+func (s *inputSchema) renderKey(schemas []map[string]any, key string, n int) string {
 	if secretKind(key) == "" {
 		if plainKey.MatchString(key) {
 			return "." + key
