@@ -123,6 +123,18 @@ func build(bin, extra string) error {
 			return err
 		}
 	}
+	// rusage: the attack suite's `bounded` command runs commands under it.
+	if err := buildStatic(filepath.Join(extra, "rusage"), filepath.Join(root, "test", "tools", "rusage")); err != nil {
+		return err
+	}
+	// Attacker programs of the attack suite: static, extra/attack-<name>
+	// (they run on the host, confined, and in the sandbox image).
+	attackers, _ := filepath.Glob(filepath.Join(root, "test", "attack", "*", "main.go"))
+	for _, m := range attackers {
+		if err := buildStatic(filepath.Join(extra, "attack-"+filepath.Base(filepath.Dir(m))), filepath.Dir(m)); err != nil {
+			return err
+		}
+	}
 	// Example third-party Guard inspectors: extra/agentnode-guard-<name>.
 	examples, _ := filepath.Glob(filepath.Join(root, "sdk", "guard", "example", "*", "main.go"))
 	for _, m := range examples {
@@ -147,8 +159,16 @@ func rel(root, p string) string {
 var passEnv = []string{"DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "AGENTNODE_REQUIRE_KEYRING"}
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("testdata", "script"),
+	testscript.Run(t, scriptParams(filepath.Join("testdata", "script")))
+}
+
+// scriptParams are the testscript parameters of every script suite here
+// (testdata/script and the attack suite in attack/): the built binaries on
+// PATH, a private HOME and AGENTNODE_HOME per script, non-interactive, and
+// the conditions and commands below.
+func scriptParams(dir string) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("BIN", binDir)
@@ -182,6 +202,8 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"mountro": cmdMountRO,
+			// bounded: attack_test.go.
+			"bounded": cmdBounded,
 			"status":  cmdStatus,
 			// llmserver: llmserver_test.go.
 			"llmserver": cmdLLMServer,
@@ -189,7 +211,7 @@ func TestScripts(t *testing.T) {
 			"tlsserver": cmdTLSServer,
 		},
 		RequireExplicitExec: false,
-	})
+	}
 }
 
 // backendAvailable reports whether the docker or podman engine can be

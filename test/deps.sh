@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The one set-up step of `make demo`, `make test` and `.ci/run`: installs the
+# Debian packages (and the pinned npm test client) a profile needs, and does
+# nothing when everything is already there. Idempotent; safe to run again.
+#
+#   test/deps.sh demo   build + run the demo: cgo static link, keychain, busybox
+#   test/deps.sh test   everything `make test` drives: the demo's set plus
+#                       Docker, Podman, runc, protoc, Node and the MCP client
+#
+# As root it installs what is missing. As a normal user it prints the one
+# `sudo apt-get install …` line that would and exits 2, installing nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+profile="${1:-test}"
+
+# Static cgo link of agentnode and the sandbox backends (libseccomp.a, libc.a),
+# the real Secret Service the keychain tests and the demo use, and
+# busybox-static, from which `agentnode sandbox build` makes the image.
+demo_pkgs=(gcc make git libc6-dev libseccomp-dev pkg-config
+  dbus dbus-x11 gnome-keyring libsecret-tools busybox-static)
+# The backends' own engines, protoc for `make proto`, and Node for the
+# official TypeScript MCP client.
+test_pkgs=(runc protobuf-compiler)
+
+case "$profile" in
+demo) want=("${demo_pkgs[@]}") ;;
+test) want=("${demo_pkgs[@]}" "${test_pkgs[@]}") ;;
+*)
+  echo "usage: $0 demo|test" >&2
+  exit 2
+  ;;
+esac
+
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+
+# "install ok installed" only: a removed package leaves "deinstall ok config-files".
+missing=()
+for p in "${want[@]}"; do installed "$p" || missing+=("$p"); done
+engines=()
+if [ "$profile" = test ]; then
+  # Node and npm may come from outside Debian (a newer Node with its own npm);
+  # Debian's nodejs then conflicts with that npm, so they are installed only
+  # when the commands are absent.
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  # The engines come with their recommends (slirp4netns, the CNI plugins,
+  # catatonit, …), as Debian users get them.
+  for p in docker.io podman; do installed "$p" || engines+=("$p"); done
+fi
+
+if [ "$((${#missing[@]} + ${#engines[@]}))" -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: packages missing for '$profile'; as root run:" >&2
+    echo "  sudo apt-get install -y ${missing[*]} ${engines[*]}" >&2
+    exit 2
+  fi
+  echo "deps: installing ${missing[*]} ${engines[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine's package lists may be empty or stale.
+  apt-get update -qq
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if [ "${#engines[@]}" -gt 0 ]; then
+    apt-get install -y -qq "${engines[@]}" >/dev/null
+  fi
+fi
+
+if [ "$profile" = test ]; then
+  # The official TypeScript MCP SDK client, exact versions from its lockfile,
+  # no install scripts; again only when the lockfile is newer than the install.
+  lock=test/mcpclient/package-lock.json
+  stamp=test/mcpclient/node_modules/.package-lock.json
+  if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
+    npm ci --prefix test/mcpclient --ignore-scripts --no-audit --no-fund >/dev/null
+  fi
+fi
