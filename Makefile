@@ -15,7 +15,7 @@ STATICFLAGS := -trimpath -ldflags '-s -w -extldflags -static' -tags '$(TAGS) net
 PLUGINS   := $(patsubst plugins/%/,%,$(sort $(dir $(wildcard plugins/*/*/main.go))))
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: build test proto demo vet clean bench bench-opa
+.PHONY: build deps deps-demo test proto demo vet clean bench bench-opa
 
 build:
 	@mkdir -p $(BIN)
@@ -46,7 +46,15 @@ proto:
 	  --go-grpc_out=. --go-grpc_opt=module=github.com/agentnode/agentnode \
 	  specs/proto/agentnode/v1/*.proto
 
-test:
+# Debian packages (and the pinned npm MCP client) the tests need: installed
+# as root, a no-op when present; as a normal user the sudo line is printed.
+deps:
+	./test/deps.sh test
+
+deps-demo:
+	./test/deps.sh demo
+
+test: deps
 	./test/run.sh
 
 vet:
@@ -61,7 +69,8 @@ bench:
 bench-opa:
 	cd test/opabench && GOFLAGS=-mod=mod $(GO) test -run 'TestEquivalent' -bench . -benchmem .
 
-demo: build
+demo: deps-demo
+	$(MAKE) build
 	./test/demo.sh
 
 clean:

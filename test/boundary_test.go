@@ -13,7 +13,7 @@ const module = "github.com/agentnode/agentnode"
 // forbiddenDeps returns the packages of this module in deps that the bundled
 // plugin pkg may not use: anything but sdk/, specs (the public formats the
 // SDK embeds) and pkg itself — so not kernel/, cmd/, test/ or other plugins/.
-// DESIGN.md: a plugin built only on sdk/ proves a third party can write the
+// The plugin model: a plugin built only on sdk/ proves a third party can write the
 // same.
 func forbiddenDeps(pkg string, deps []string) []string {
 	var out []string

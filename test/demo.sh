@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
-# make demo: set up a fresh agentnode home and run the main job end to end:
-# setup → trust keygen → trust attest → install → run → audit → audit verify.
-# Works on a fresh headless machine as root: installs the keychain packages if
-# missing and starts a private Secret Service when none is running.
+# make demo: agentnode's whole job on a fresh machine, end to end, on the
+# embedded libcontainer sandbox (no daemon):
+#   setup → sandbox build → a curated package on the host → the same kind of
+#   tool from a package nobody vouches for, in the sandbox → its escape
+#   attempts failing → an input refused by inspection → an unavailable
+#   sandbox refusing instead of falling back → audit, audit verify, doctor.
+# `make demo` installs what it needs first (test/deps.sh demo) and builds.
+# Runs as root (libcontainer needs root); as a normal user it shows the host
+# path only and says so. Starts a private Secret Service when none runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 if [ -z "${DBUS_SESSION_BUS_ADDRESS:-}" ]; then
-  if ! command -v gnome-keyring-daemon >/dev/null || ! command -v dbus-run-session >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then
-      echo "== installing gnome-keyring and dbus (no keychain on this machine)"
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnome-keyring dbus dbus-x11 libsecret-tools >/dev/null
-    else
-      echo "demo: no OS keychain; install gnome-keyring dbus-x11 (as root) and retry" >&2; exit 2
-    fi
-  fi
   echo "== no Secret Service running: starting a private one for the demo"
   exec test/keyring.sh "$0" "$@"
 fi
@@ -24,22 +21,96 @@ fi
 export PATH="$root/bin:$PATH"
 demo_home=$(mktemp -d /tmp/agentnode-demo.XXXXXX)
 export AGENTNODE_HOME="$demo_home/.agentnode"
+export AGENTNODE_LOCKFILE="$demo_home/agentnode.lock"
 export AGENTNODE_NON_INTERACTIVE=1
 key="demo-$(date +%s)"
-step() { echo; echo "\$ $*"; "$@"; }
+httpd_pid=
+cleanup() { [ -z "$httpd_pid" ] || kill "$httpd_pid" 2>/dev/null || true; }
+trap cleanup EXIT
 
+step() { echo; echo "\$ $*"; "$@"; }
+# refused: the command must fail with exit 3 (a refusal); anything else
+# stops the demo.
+refused() {
+  echo; echo "\$ $*"
+  local rc=0
+  "$@" || rc=$?
+  if [ "$rc" != 3 ]; then
+    echo "demo: expected a refusal (exit 3), got exit $rc" >&2
+    exit 1
+  fi
+  echo "(refused: exit 3)"
+}
+# expect TEXT: the previous step's output (in $out) must contain TEXT.
+capture() { echo; echo "\$ $*"; out=$("$@"); echo "$out"; }
+expect() {
+  case "$out" in *"$1"*) ;; *) echo "demo: expected '$1' in the output above" >&2; exit 1 ;; esac
+}
+
+echo "== 1. set up a fresh agentnode home"
 step agentnode setup
+
+sandbox=0
+if [ "$(id -u)" = 0 ]; then
+  sandbox=1
+  echo; echo "== 2. build the sandbox image (reproducible, pinned by digest)"
+  step agentnode sandbox build
+else
+  echo; echo "== 2. skipped: the embedded libcontainer sandbox needs root (run make demo as root)"
+fi
+
+echo; echo "== 3. a curated package runs on the host, confined (Landlock + seccomp)"
 step agentnode trust keygen --id "$key"
 echo; echo "\$ agentnode trust attest test/demo/hello --level curated --key $key > $demo_home/att.json"
-agentnode trust attest test/demo/hello --level curated --key "$key" > "$demo_home/att.json"
-cat "$demo_home/att.json"
+agentnode trust attest test/demo/hello --level curated --key "$key" >"$demo_home/att.json"
 step agentnode install test/demo/hello --attestation "$demo_home/att.json"
 step agentnode run hello-demo greet --input '{"name":"world"}' --dry-run
-step agentnode run hello-demo greet --input '{"name":"world"}'
-step agentnode run hello-demo greet --input '{"name":"world"}' --json
-echo; echo "# input inspection: a path traversal attempt is refused (exit 3)"
-step agentnode run hello-demo greet --input '{"name":"../../etc/passwd"}' || echo "(exit $?)"
-step agentnode audit -n 10
+capture agentnode run hello-demo greet --input '{"name":"world"}' --json
+expect '"placement":"host"'
+expect 'hello, world'
+
+echo; echo "== 4. input inspection: a path traversal in the input is refused"
+refused agentnode run hello-demo greet --input '{"name":"../../etc/passwd"}'
+
+if [ "$sandbox" = 1 ]; then
+  echo; echo "== 5. the same tool from a publisher nobody vouches for runs only in the sandbox"
+  echo "# community code is allowed to run at all only because we say so:"
+  step agentnode config set trust.minimum_trust_level unknown
+  step agentnode install test/demo/stranger
+  capture agentnode run stranger-demo greet --input '{"name":"world"}' --json
+  expect '"placement":"sandbox"'
+  expect '"backend":"libcontainer"'
+  expect '"trust":"unknown"'
+  expect 'hello, world'
+
+  echo; echo "== 6. its escape attempts fail inside the sandbox"
+  # A server on the host's loopback that the host itself can reach.
+  port=$((20000 + RANDOM % 20000))
+  mkdir -p "$demo_home/www" && echo "host secret page" >"$demo_home/www/index.html"
+  busybox httpd -f -p "127.0.0.1:$port" -h "$demo_home/www" &
+  httpd_pid=$!
+  for _ in $(seq 1 50); do busybox wget -q -O /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.1; done
+  capture busybox wget -q -O - "http://127.0.0.1:$port/"
+  expect 'host secret page'
+  capture agentnode run stranger-demo escape --input "{\"port\":$port}" --json
+  expect '"write-package":"blocked"'
+  expect '"write-root":"blocked"'
+  expect '"host-loopback":"blocked"'
+  expect '"whoami-root":"blocked"'
+  case "$out" in *ESCAPED*) echo "demo: an escape attempt succeeded" >&2; exit 1 ;; esac
+
+  echo; echo "== 7. no sandbox, no run: a backend that is not installed refuses, never the host"
+  step agentnode config set sandbox.backend firecracker
+  refused agentnode run stranger-demo greet --input '{"name":"world"}'
+  step agentnode config set sandbox.backend libcontainer
+fi
+
+echo; echo "== 8. every decision is in the hash-chained audit log"
+step agentnode audit -n 12
 step agentnode audit verify
-step agentnode doctor || echo "(doctor exit $?: sandboxed execution arrives with the sandbox backends)"
+if [ "$sandbox" = 1 ]; then
+  step agentnode doctor
+else
+  agentnode doctor || echo "(doctor exit $?: sandboxed execution needs root here)"
+fi
 echo; echo "demo home: $AGENTNODE_HOME"

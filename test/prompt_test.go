@@ -116,7 +116,7 @@ func TestPromptOnTTY(t *testing.T) {
 
 	t.Run("stdin a pipe with a controlling terminal never prompts", func(t *testing.T) {
 		// /dev/tty works, but stdin is not a terminal: non-interactive
-		// (CONTRACT.md), even though "y" is waiting on the terminal.
+		// (specs/cli.md), even though "y" is waiting on the terminal.
 		r := h.runTypeAhead(t, h.env(), "y\n", stdinPipeCttyPTY)
 		h.assertRefused(t, r, "policy_prompt", "")
 		h.assertNoPrompt(t, r)

@@ -63,7 +63,7 @@ func newDoctorCmd() *cobra.Command {
 		Use:   "doctor",
 		Short: "Check config, audit log, keychain, plugin pins, sandbox backend and image pin",
 		Long: "doctor checks everything a run depends on. It exits 0 only if sandboxed execution is\n" +
-			"possible (CONTRACT.md); host-only readiness is reported as host_ready, which also needs the\n" +
+			"possible (specs/cli.md); host-only readiness is reported as host_ready, which also needs the\n" +
 			"host confinement sandbox.host_confinement asks for (Landlock ABI, seccomp: host_confinement).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -1,5 +1,5 @@
 // Command agentnode is the CLI of agentnode: it parses arguments, calls the
-// kernel and prints. See shared/CONTRACT.md for the commands, exit codes and
+// kernel and prints. See specs/cli.md for the commands, exit codes and
 // reason codes it implements.
 package main
 

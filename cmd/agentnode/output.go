@@ -17,7 +17,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// refusal is the JSON shape of a refusal (CONTRACT.md).
+// refusal is the JSON shape of a refusal (specs/cli.md, Reason codes).
 type refusal struct {
 	Decision string `json:"decision"`
 	Code     string `json:"code"`

@@ -111,7 +111,7 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 	return k, host.Exit, nil
 }
 
-// isInteractive implements CONTRACT.md: non-interactive when CI is set
+// isInteractive implements specs/cli.md (Environment): non-interactive when CI is set
 // non-empty/non-false, AGENTNODE_NON_INTERACTIVE=1|true, or stdin is not a TTY.
 // The other CI markers Guard knows (GITHUB_ACTIONS, GITLAB_CI, …) count too:
 // a CI job with a terminal attached must not wait for an answer either.

@@ -1,5 +1,5 @@
 // Package dispatch is the kernel's fail-closed pipeline. One function,
-// (*Kernel).Run, owns the order of the stages of DESIGN.md:
+// (*Kernel).Run, owns the order of the stages (README.md, Architecture):
 //
 //	config → lockfile integrity → installed artifact hash → trust (plugin) →
 //	minimum trust → placement → Guard policy → rate limit → inspector plugins →

@@ -1,5 +1,5 @@
 // Package home knows where agentnode keeps its files: AGENTNODE_HOME
-// (default ~/.agentnode) and the fixed layout below it (CONTRACT.md), plus the
+// (default ~/.agentnode) and the fixed layout below it (specs/cli.md, Files), plus the
 // AGENTNODE_CONFIG and AGENTNODE_LOCKFILE overrides.
 package home
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Action is an action type (AGENTNODE-FACTS.md, Guard).
+// Action is an action type (the guard.<action> keys of specs/config.md).
 type Action string
 
 // The action types.

@@ -2,7 +2,7 @@
 // inspector plugins and the prompt itself are separate pipeline stages in
 // kernel/dispatch, which feeds Decide and acts on its verdict.
 //
-// Classify turns a tool into action types (AGENTNODE-FACTS.md, Guard): the
+// Classify turns a tool into action types (AgentNode's Guard classes, the guard.<action> keys of specs/config.md): the
 // tool's declared action_type, else a name-prefix heuristic; a declared
 // network adds network_egress, declared code execution adds execute, a
 // declared connector adds credential_use.

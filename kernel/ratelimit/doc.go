@@ -21,7 +21,7 @@
 // is never reset or repaired silently: a user removes it explicitly to reset
 // every package's windows.
 //
-// Limits (AGENTNODE-FACTS.md): toolpacks 60/min, 1000/h, burst 10/s; agents
+// Limits (AgentNode's Guard defaults, README.md): toolpacks 60/min, 1000/h, burst 10/s; agents
 // 120/min, 2000/h, burst 20/s; Guard's strict mode caps any limit at 30/min
 // and 500/h (it only tightens; the burst keeps its value). guard.rate_limits
 // replaces the defaults for one package (see Resolve).

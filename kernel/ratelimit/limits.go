@@ -16,7 +16,7 @@ type Limit struct {
 	PerHour int64 `json:"per_hour"`
 }
 
-// Built-in limits (AGENTNODE-FACTS.md, Guard).
+// Built-in limits (AgentNode's Guard defaults, README.md).
 var (
 	// Toolpack is the default for toolpacks (and every package type that
 	// is not an agent).

@@ -1,4 +1,4 @@
-// Package reason holds the stable reason codes of shared/CONTRACT.md, the
+// Package reason holds the stable reason codes of specs/cli.md, the
 // sentinel errors that carry them, and the exit code each maps to.
 //
 // Every refusal in the kernel is an error that wraps one of the sentinels, so
@@ -15,7 +15,7 @@ import (
 // Code is a stable reason code string.
 type Code string
 
-// The reason codes of CONTRACT.md.
+// The reason codes of specs/cli.md.
 const (
 	NotSetUp                      Code = "not_set_up"
 	ConfigInvalid                 Code = "config_invalid"
@@ -43,7 +43,8 @@ const (
 	EgressDenied                  Code = "egress_denied"
 )
 
-// Codes lists every code, in CONTRACT.md order.
+// Codes lists every code, in the order of specs/cli.md (a test in specs/ keeps
+// the two equal).
 var Codes = []Code{
 	NotSetUp, ConfigInvalid, LockfileError, IntegrityDenied, ArtifactMismatch, TrustBelowMinimum,
 	TrustUnavailable, SandboxUnavailable, ImageUnpinned, ImageDigestMismatch, PolicyDenied, PolicyPrompt,
@@ -52,7 +53,7 @@ var Codes = []Code{
 	MCPUnpinned, EgressDenied,
 }
 
-// Exit codes of CONTRACT.md.
+// Exit codes of specs/cli.md.
 const (
 	ExitOK      = 0
 	ExitFailed  = 1 // the tool ran and failed, or a verify found problems

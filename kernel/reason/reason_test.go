@@ -49,6 +49,6 @@ func TestExitCodes(t *testing.T) {
 		seen[c] = true
 	}
 	if len(Codes) != 24 {
-		t.Errorf("CONTRACT.md has 24 codes, Codes has %d", len(Codes))
+		t.Errorf("specs/cli.md has 24 codes, Codes has %d", len(Codes))
 	}
 }

@@ -571,7 +571,7 @@ func TestContentHashChanges(t *testing.T) {
 			mustWrite(t, filepath.Join(dir, "data", "words.txt"), "hello 1.0.1\n", 0o640)
 		},
 		"file name": func(t *testing.T, dir string) {
-			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "data", "words.md")); err != nil {
+			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "data", "words.dat")); err != nil {
 				t.Fatal(err)
 			}
 		},

@@ -1,4 +1,4 @@
-// Package toolio implements the tool I/O protocol of shared/CONTRACT.md: the
+// Package toolio implements the tool I/O protocol of specs/toolio.md: the
 // one JSON object the host writes to a tool process's stdin and the one JSON
 // object the tool writes to its stdout. The same protocol is spoken across
 // the sandbox boundary and by the host executor (kernel/hostexec).

@@ -18,7 +18,7 @@ import (
 // podmanDefaultSeccomp is where Debian's podman keeps its default profile.
 const podmanDefaultSeccomp = "/usr/share/containers/seccomp.json"
 
-// TestUnshareUserOnlyRefusedByOurProfile is DESIGN.md's finding, measured
+// TestUnshareUserOnlyRefusedByOurProfile is the reason the backend passes our own seccomp profile, measured
 // with the suite's probe from inside the container: with every flag of
 // the backend but podman's default seccomp profile, unshare(CLONE_NEWUSER)
 // succeeds (the sandbox does not hold); with the backend's profile (the

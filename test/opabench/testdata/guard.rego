@@ -1,4 +1,4 @@
-# Guard's policy (AGENTNODE-FACTS.md, Guard) in Rego, equivalent to
+# Guard's policy (README.md, Guard; specs/config.md) in Rego, equivalent to
 # kernel/policy.Decide for calls without pre-approvals, permission ceilings or
 # environment escalation: default and strict tables, guard.<action> from the
 # config (ignored when strict), per-tool overrides (ignored when strict), and
