@@ -104,10 +104,17 @@ func (e *Error) Is(target error) bool {
 }
 
 // New returns an error with code and a formatted message. Use %w in format to
-// keep a cause.
+// keep a cause; with several %w every one of them stays reachable through
+// errors.Is and errors.As (the formatted error is kept whole, since
+// errors.Unwrap of a multi-%w error is nil).
 func New(code Code, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
+	var cause error
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		cause = err
+	}
+	return &Error{Code: code, Msg: err.Error(), Err: cause}
 }
 
 // Wrap returns err with code attached and msg as context. A nil err yields

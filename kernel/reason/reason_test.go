@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"testing"
 )
 
@@ -50,5 +51,44 @@ func TestExitCodes(t *testing.T) {
 	}
 	if len(Codes) != 24 {
 		t.Errorf("specs/cli.md has 24 codes, Codes has %d", len(Codes))
+	}
+}
+
+// TestNewKeepsEveryCause: a cause wrapped with %w stays reachable through
+// errors.Is and errors.As however many there are, and through further
+// wrapping by fmt.Errorf and Wrap; a message without %w has no cause.
+func TestNewKeepsEveryCause(t *testing.T) {
+	first := errors.New("first cause")
+	second := &os.PathError{Op: "open", Path: "/x", Err: os.ErrNotExist}
+	cases := map[string]error{
+		"one %w":     New(RateLimited, "state: %w", first),
+		"two %w":     New(RateLimited, "%w: state: %w", first, second),
+		"wrapped":    fmt.Errorf("outer: %w", New(RateLimited, "%w: %w", first, second)),
+		"via Wrap":   Wrap(PolicyDenied, New(RateLimited, "%w: %w", first, second), "ctx"),
+		"three deep": fmt.Errorf("a: %w", fmt.Errorf("b: %w", New(RateLimited, "%v %w %w", 1, first, second))),
+	}
+	for name, err := range cases {
+		if !errors.Is(err, first) {
+			t.Errorf("%s: errors.Is(first) = false: %v", name, err)
+		}
+		if !errors.Is(err, ErrRateLimited) {
+			t.Errorf("%s: errors.Is(ErrRateLimited) = false", name)
+		}
+		if name != "one %w" {
+			var pe *os.PathError
+			if !errors.As(err, &pe) || !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: the second cause is lost: %v", name, err)
+			}
+		}
+	}
+	if got := New(RateLimited, "%w: %w", first, second).Error(); got != "first cause: open /x: file does not exist" {
+		t.Errorf("message = %q", got)
+	}
+	plain := New(PolicyDenied, "no cause %d", 1)
+	if errors.Unwrap(plain) != nil {
+		t.Errorf("a message without %%w has a cause: %v", errors.Unwrap(plain))
+	}
+	if CodeOf(plain) != PolicyDenied {
+		t.Errorf("CodeOf = %q", CodeOf(plain))
 	}
 }
