@@ -49,13 +49,14 @@ if [ "$profile" = test ]; then
   for p in docker.io podman; do installed "$p" || engines+=("$p"); done
 fi
 
-if [ "$((${#missing[@]} + ${#engines[@]}))" -gt 0 ]; then
+all=("${missing[@]}" "${engines[@]}")
+if [ "${#all[@]}" -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "deps: packages missing for '$profile'; as root run:" >&2
-    echo "  sudo apt-get install -y ${missing[*]} ${engines[*]}" >&2
+    echo "  sudo apt-get install -y ${all[*]}" >&2
     exit 2
   fi
-  echo "deps: installing ${missing[*]} ${engines[*]}" >&2
+  echo "deps: installing ${all[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   # A fresh machine's package lists may be empty or stale.
   apt-get update -qq
