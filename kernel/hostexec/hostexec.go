@@ -369,7 +369,9 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 		Confinement:     plan.note(),
 	}
 	res.Stderr, res.StderrTruncated = stderr.bytes()
-	switch {
+	switch limitsErr := checkLimits(req.Entrypoint); {
+	case limitsErr != nil:
+		return res, limitsErr
 	case timedOut:
 		return res, reason.New(reason.Timeout, "hostexec: tool %s killed: %w", req.Entrypoint, cause)
 	case stdout.truncated:
