@@ -55,7 +55,6 @@
 //     process group is SIGKILLed at once, Result.Stdout holds the first
 //     MaxStdout bytes, Result.StdoutTruncated is set and the error wraps
 //     toolio.ErrOutputTooLarge.
-//
 //   - The tool changed agentnode's own resource limits (prlimit on its
 //     parent; a confined tool's seccomp filter refuses that, so this is the
 //     second line): once the tool is reaped Run puts them back as they were
