@@ -52,6 +52,56 @@
 //     that libc falls back to clone, whose flags seccomp can read. A
 //     syscall of another architecture (i386 int 0x80, x32) kills the
 //     process.
+//   - seccomp, file metadata: the MetadataSyscalls (chmod, fchmod,
+//     fchmodat, fchmodat2; chown, fchown, lchown, fchownat; utime,
+//     utimes, futimesat; setxattr, lsetxattr, fsetxattr, setxattrat,
+//     removexattr, lremovexattr, fremovexattr, removexattrat;
+//     file_setattr), the inode-flag ioctls (FS_IOC_SETFLAGS,
+//     FS_IOC_FSSETXATTR, FS_IOC_SETVERSION: chattr) and utimensat with a
+//     path or with explicit times fail with EPERM, wherever the file is.
+//     Only utimensat(fd, NULL, NULL, 0), futimens to the current time
+//     (what touch does), stays.
+//   - seccomp, resource limits: prlimit64 only on the caller (pid 0); on
+//     any other pid, the tool's own included, it fails with EPERM, so a
+//     tool can neither read nor set the limits of agentnode or of any
+//     other process. setrlimit (always the caller) stays.
+//
+// # File metadata
+//
+// Landlock mediates opening, creating, removing and renaming files, not
+// changing their metadata: without the rules above, a tool could chmod,
+// chown, utimes or setxattr any file it can name, wherever Landlock lets it
+// open nothing. It has no capabilities, but the owner of a file needs none:
+// a tool of a root agentnode owns every root-owned file, so it could make
+// /usr/bin/x setuid-root, a 0600 secret world-readable, or put an ACL
+// (system.posix_acl_access is an xattr) on either. seccomp sees only the
+// syscall's arguments, and the file is a path (a pointer it cannot follow)
+// or a descriptor (a number it cannot resolve): it cannot tell the tool's
+// work dir from anything else. The descriptor forms are no safer: Landlock
+// lets a tool open the system's software, /dev/null and its package for
+// reading, and fchmod, fchown, fsetxattr and the inode-flag ioctls need
+// ownership, not a descriptor opened for writing. So all of them are
+// refused everywhere, the work dir included: a tool cannot chmod its own
+// files (cp without -p keeps a file's mode bits; `cp -p`, `tar x`, which
+// sets each file's times unless given -m, and installers that chmod what
+// they unpack, such as `pip install`, fail). futimens to the current time needs write access
+// or ownership and sets only the times, to now: it is kept for touch, and
+// lets a tool of a root agentnode set the times of a root-owned file it can
+// open (its package, the system's software) to the current time — no mode,
+// owner, attribute or chosen time.
+//
+// # Other processes
+//
+// prlimit64 on another process needs only the same user: without the rule
+// a tool could give any process of its user (every root process, under a
+// root agentnode) a CPU limit of a second, or set agentnode's RLIMIT_FSIZE
+// to 0 so that the outcome record of its run could not be written. The
+// filter is compiled once per process, before any tool exists, so it cannot
+// know the tool's own pid: prlimit64 on it by number is refused too (libc's
+// getrlimit/setrlimit and Go pass 0). As a second line kernel/hostexec puts
+// agentnode's own limits back after every tool run and kernel/dispatch
+// before every audit record (hostexec.RestoreLimits). Signals are scoped by
+// Landlock (above); ptrace, process_vm_* and pidfd_getfd are denied.
 //
 // Pathname unix sockets (ssh-agent, D-Bus, the Docker socket, the OS
 // keyring) need Landlock ABI 9 to be scoped, which this kernel generation
@@ -85,5 +135,9 @@
 // Landlock does not stop a tool from reading files through descriptors it
 // was given (only stdin, stdout and stderr), from mapping a file of its
 // work directory executable through the dynamic loader, nor from using
-// CPU, memory and processes: those limits are the sandbox's (cgroups).
+// CPU, memory and processes: those limits are the sandbox's (cgroups). The
+// scheduling calls that take a pid (setpriority, sched_setaffinity,
+// sched_setscheduler, sched_setattr, ioprio_set) stay allowed, since
+// libc's pthread calls pass thread ids to them: a tool can lower the
+// priority of (renice) or pin other processes of its user, not raise it.
 package confine

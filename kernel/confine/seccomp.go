@@ -25,6 +25,50 @@ var DeniedSyscalls = []string{
 	"sethostname", "setdomainname", "quotactl", "quotactl_fd", "vhangup", "uselib",
 }
 
+// MetadataSyscalls change a file's mode, owner, timestamps, extended
+// attributes (ACLs among them) or inode flags. Landlock does not mediate
+// any of them, and their file is a path or a descriptor, which seccomp
+// cannot read: every one fails with EPERM for every confined tool (see
+// the package documentation for why, and for the one form of utimensat
+// that stays).
+var MetadataSyscalls = []string{
+	"chmod", "fchmod", "fchmodat", "fchmodat2",
+	"chown", "fchown", "lchown", "fchownat",
+	"utime", "utimes", "futimesat",
+	"setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+	"removexattr", "lremovexattr", "fremovexattr", "removexattrat",
+	"file_setattr",
+}
+
+// newerSyscalls are system calls younger than libseccomp releases still
+// shipped (2.5.4 knows none of setxattrat, removexattrat and file_setattr;
+// fchmodat2 only where distributions backported it): when libseccomp does
+// not know the name, the rule uses the number of the build's architecture
+// from golang.org/x/sys. A name in neither place fails the filter (and so
+// every confined run), never silently drops the rule.
+var newerSyscalls = map[string]int{
+	"fchmodat2":     unix.SYS_FCHMODAT2,
+	"setxattrat":    unix.SYS_SETXATTRAT,
+	"removexattrat": unix.SYS_REMOVEXATTRAT,
+	"file_setattr":  unix.SYS_FILE_SETATTR,
+}
+
+// Inode-flag ioctls (chattr: FS_IOC_SETFLAGS and its 32-bit twin,
+// FS_IOC_FSSETXATTR, FS_IOC_SETVERSION and its twin): the file's owner may
+// use them on any descriptor, even one opened read-only.
+const (
+	fsIOCSetFlags     = unix.FS_IOC_SETFLAGS
+	fsIOC32SetFlags   = 0x40046602 // _IOW('f', 2, int)
+	fsIOCFSSetXattr   = 0x401c5820 // _IOW('X', 32, struct fsxattr)
+	fsIOCSetVersion   = 0x40087602 // _IOW('v', 2, long)
+	fsIOC32SetVersion = 0x40047602 // _IOW('v', 2, int)
+)
+
+// deniedIoctls fail with EPERM: terminal input injection (TIOCSTI,
+// TIOCLINUX) and the inode-flag ioctls.
+var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX,
+	fsIOCSetFlags, fsIOC32SetFlags, fsIOCFSSetXattr, fsIOCSetVersion, fsIOC32SetVersion}
+
 // compiled caches the BPF program of each network setting: libseccomp
 // compiles once per process.
 var compiled struct {

@@ -46,9 +46,9 @@ func addRules(f *seccomp.ScmpFilter, network bool) error {
 		return fmt.Errorf("seccomp bad-arch action: %w", err)
 	}
 	rule := func(name string, action seccomp.ScmpAction, conds ...seccomp.ScmpCondition) error {
-		sc, err := seccomp.GetSyscallFromName(name)
+		sc, err := syscallNumber(name)
 		if err != nil {
-			return fmt.Errorf("seccomp: syscall %s unknown to libseccomp: %w", name, err)
+			return err
 		}
 		if len(conds) == 0 {
 			err = f.AddRule(sc, action)
@@ -87,10 +87,30 @@ func addRules(f *seccomp.ScmpFilter, network bool) error {
 	if err := rule("clone3", seccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))); err != nil {
 		return err
 	}
-	for _, req := range []uint64{unix.TIOCSTI, unix.TIOCLINUX} {
+	for _, req := range deniedIoctls {
 		if err := rule("ioctl", eperm, masked(1, low32, req)); err != nil {
 			return err
 		}
+	}
+	for _, name := range MetadataSyscalls {
+		if err := rule(name, eperm); err != nil {
+			return err
+		}
+	}
+	// utimensat(fd, NULL, NULL, 0) (futimens to the current time, what
+	// touch does) stays: a path (argument 1) or explicit times (argument
+	// 2) are refused. The pointers are compared with NULL, never read.
+	if err := rule("utimensat", eperm, cond(1, seccomp.CompareNotEqual, 0)); err != nil {
+		return err
+	}
+	if err := rule("utimensat", eperm, cond(2, seccomp.CompareNotEqual, 0)); err != nil {
+		return err
+	}
+	// prlimit64 only on the caller itself (pid 0). All 64 bits are
+	// compared: a value whose low 32 bits (the pid_t the kernel reads) are
+	// 0 but whose high bits are not is refused too, never let through.
+	if err := rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0)); err != nil {
+		return err
 	}
 	if err := rule("socketpair", eperm, cond(0, seccomp.CompareNotEqual, unix.AF_UNIX)); err != nil {
 		return err
@@ -116,6 +136,19 @@ func addRules(f *seccomp.ScmpFilter, network bool) error {
 		}
 	}
 	return nil
+}
+
+// syscallNumber resolves name with libseccomp, else (a libseccomp older
+// than the call) through newerSyscalls.
+func syscallNumber(name string) (seccomp.ScmpSyscall, error) {
+	sc, err := seccomp.GetSyscallFromName(name)
+	if err == nil {
+		return sc, nil
+	}
+	if nr, ok := newerSyscalls[name]; ok {
+		return seccomp.ScmpSyscall(nr), nil
+	}
+	return 0, fmt.Errorf("seccomp: syscall %s unknown to libseccomp: %w", name, err)
 }
 
 // compileFilter compiles the filter for network with libseccomp.

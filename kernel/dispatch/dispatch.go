@@ -16,6 +16,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -263,6 +264,10 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 		st.res.Reason = execErr.Error()
 	}
 	if err := k.recordOutcome(st); err != nil {
+		// The outcome is not on record: say so with its code, whatever
+		// the run's own result was.
+		st.res.Code = string(reason.CodeOf(err))
+		st.res.Reason = err.Error()
 		return st.res, err
 	}
 	return st.res, execErr
@@ -366,8 +371,9 @@ func (k *Kernel) recordDecision(st *state) error {
 	if err != nil {
 		return err
 	}
+	limitsErr := restoreOwnLimits()
 	if err := l.Append(k.baseRecord(st, "decision")); err != nil {
-		return reason.Wrap(reason.AuditUnavailable, err, "write decision record")
+		return reason.Wrap(reason.AuditUnavailable, errors.Join(err, limitsErr), "write decision record")
 	}
 	return nil
 }
@@ -376,10 +382,22 @@ func (k *Kernel) recordOutcome(st *state) error {
 	rec := k.baseRecord(st, "outcome")
 	rec.ExitCode = st.res.ExitCode
 	rec.DurationMS = st.res.DurationMS
+	limitsErr := restoreOwnLimits()
 	if err := st.log.Append(rec); err != nil {
-		return reason.Wrap(reason.AuditUnavailable, err, "write outcome record (the tool already ran)")
+		return reason.Wrap(reason.AuditUnavailable, errors.Join(err, limitsErr), "write outcome record (the tool already ran)")
 	}
 	return nil
+}
+
+// restoreOwnLimits puts agentnode's resource limits back to what they were
+// at start before an audit record is written (hostexec.RestoreLimits): a
+// host tool that lowered its parent's RLIMIT_FSIZE or RLIMIT_NOFILE (its
+// seccomp filter refuses that; this is the second line) cannot stop the
+// record. The error says what could not be restored, for the message of a
+// write that fails all the same.
+func restoreOwnLimits() error {
+	_, err := hostexec.RestoreLimits()
+	return err
 }
 
 func newRequestID() string {

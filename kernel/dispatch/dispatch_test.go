@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -159,5 +161,60 @@ func TestPipelineOrder(t *testing.T) {
 	want := "config lockfile artifact trust minimum_trust placement policy rate_limit inspectors prompt"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("pipeline order\n got %s\nwant %s", got, want)
+	}
+}
+
+// withExecute replaces the execute stage for one test.
+func withExecute(t *testing.T, run func(context.Context, *state) error) {
+	t.Helper()
+	saved := executeStage
+	executeStage = stage{name: "execute", code: reason.SandboxUnavailable, run: run}
+	t.Cleanup(func() { executeStage = saved })
+}
+
+// TestOutcomeWriteFailureHasCode: when the outcome record cannot be
+// written after the tool ran, the result says so with audit_unavailable,
+// never with an empty code.
+func TestOutcomeWriteFailureHasCode(t *testing.T) {
+	k := newHome(t)
+	withStages(t, stage{name: "config", code: reason.ConfigInvalid, run: stageConfig})
+	withExecute(t, func(_ context.Context, st *state) error {
+		st.res.Ran = true
+		return st.log.Close() // the log is gone under the run's feet
+	})
+	res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+	if !errors.Is(err, reason.ErrAuditUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	if res.Code != string(reason.AuditUnavailable) || !strings.Contains(res.Reason, "write outcome record") || !res.Ran {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestOutcomeRecordedDespiteLoweredFsize: a tool that lowered agentnode's
+// RLIMIT_FSIZE to 0 while it ran (prlimit on its parent, which the host
+// filter refuses; this is the second line) does not stop the outcome
+// record, and the limit is back afterwards.
+func TestOutcomeRecordedDespiteLoweredFsize(t *testing.T) {
+	k := newHome(t)
+	var fsize unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &fsize); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Setrlimit(unix.RLIMIT_FSIZE, &fsize) })
+	withStages(t, stage{name: "config", code: reason.ConfigInvalid, run: stageConfig})
+	withExecute(t, func(context.Context, *state) error {
+		return unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 0, Max: fsize.Max})
+	})
+	res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+	if err != nil || res.Code != "" {
+		t.Fatalf("Run: %+v %v", res, err)
+	}
+	if rec := lastRecord(t, k); rec.Event != "outcome" || rec.RequestID != res.RequestID {
+		t.Fatalf("last record %+v", rec)
+	}
+	var now unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &now); err != nil || now != fsize {
+		t.Fatalf("FSIZE %+v, want %+v", now, fsize)
 	}
 }

@@ -361,6 +361,7 @@ func TestConfinedLegitTool(t *testing.T) {
 	pack := newPack(t, `IFS= read -r line
 cat "$PACK_DIR/data.txt" > "$TMPDIR/copy"
 mkdir -p "$HOME/a/b" && mv "$TMPDIR/copy" "$HOME/a/b/moved"
+touch "$HOME/stamp" && touch "$HOME/stamp" || exit 3
 n=$(sort "$HOME/a/b/moved" | wc -l | tr -d ' ')
 date > /dev/null
 printf '{"ok":true,"result":{"lines":%s,"in":%s}}\n' "$n" "$line"
@@ -407,10 +408,12 @@ print(json.dumps({"ok": True, "result": open(p).read()}))'
 }
 
 // TestConfinedWorkDirNoExec: a binary dropped into the work dir does not
-// run (the sandbox's /tmp is noexec too).
+// run (the sandbox's /tmp is noexec too); cp keeps its executable mode,
+// chmod is refused even there (the filter cannot tell where a file is).
 func TestConfinedWorkDirNoExec(t *testing.T) {
 	requireLandlock(t)
-	pack := newPack(t, `cp /bin/true "$TMPDIR/payload" && chmod 755 "$TMPDIR/payload" || exit 3
+	pack := newPack(t, `cp /bin/true "$TMPDIR/payload" && [ -x "$TMPDIR/payload" ] || exit 3
+chmod 755 "$TMPDIR/payload" 2>/dev/null && echo CHMODDED
 "$TMPDIR/payload" && echo EXECUTED
 exit 0
 `)
@@ -420,7 +423,7 @@ exit 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != 0 || strings.Contains(string(res.Stdout), "EXECUTED") ||
+	if res.ExitCode != 0 || strings.Contains(string(res.Stdout), "EXECUTED") || strings.Contains(string(res.Stdout), "CHMODDED") ||
 		!strings.Contains(string(res.Stderr), "Permission denied") {
 		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}

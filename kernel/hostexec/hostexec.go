@@ -55,6 +55,13 @@
 //     process group is SIGKILLed at once, Result.Stdout holds the first
 //     MaxStdout bytes, Result.StdoutTruncated is set and the error wraps
 //     toolio.ErrOutputTooLarge.
+//   - The tool changed agentnode's own resource limits (prlimit on its
+//     parent; a confined tool's seccomp filter refuses that, so this is the
+//     second line): once the tool is reaped Run puts them back as they were
+//     when agentnode started (RestoreLimits) and returns the Result with an
+//     error wrapping ErrLimitsChanged, reason code sandbox_unavailable.
+//     Raising a lowered hard limit needs CAP_SYS_RESOURCE; without it the
+//     error says which limit stays lowered.
 //
 // stderr is always read to the end so the tool never blocks on it, but only
 // MaxStderr bytes (toolio.MaxStderr when zero) are kept: the first half and
@@ -369,7 +376,9 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 		Confinement:     plan.note(),
 	}
 	res.Stderr, res.StderrTruncated = stderr.bytes()
-	switch {
+	switch limitsErr := checkLimits(req.Entrypoint); {
+	case limitsErr != nil:
+		return res, limitsErr
 	case timedOut:
 		return res, reason.New(reason.Timeout, "hostexec: tool %s killed: %w", req.Entrypoint, cause)
 	case stdout.truncated:

@@ -2,6 +2,9 @@
 // host tool that tries, one by one, the escapes its arguments name and
 // prints one line per attempt, "ARG: allowed" or "ARG: denied: ERRNO".
 // An argument is NAME or NAME=PARAM; $VARIABLES in PARAM are expanded.
+// Besides its own checks it makes the attacks on file metadata and on
+// other processes' resource limits of kernel/confine/confinetest/metaattack
+// (their PARAM is a path, or a pid where "ppid" is its parent).
 package main
 
 import (
@@ -15,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/kernel/confine/confinetest/metaattack"
 )
 
 var checks = map[string]func(param string) error{
@@ -64,6 +69,9 @@ var checks = map[string]func(param string) error{
 }
 
 func main() {
+	for name, check := range metaattack.Checks {
+		checks[name] = check
+	}
 	for _, arg := range os.Args[1:] {
 		name, param, _ := strings.Cut(arg, "=")
 		check, ok := checks[name]
