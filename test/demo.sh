@@ -42,7 +42,13 @@ refused() {
   echo "(refused: exit 3)"
 }
 # expect TEXT: the previous step's output (in $out) must contain TEXT.
-capture() { echo; echo "\$ $*"; out=$("$@"); echo "$out"; }
+capture() {
+  echo; echo "\$ $*"
+  local rc=0
+  out=$("$@") || rc=$?
+  echo "$out"
+  if [ "$rc" != 0 ]; then echo "demo: exit $rc" >&2; exit 1; fi
+}
 expect() {
   case "$out" in *"$1"*) ;; *) echo "demo: expected '$1' in the output above" >&2; exit 1 ;; esac
 }

@@ -32,6 +32,14 @@ test) want=("${demo_pkgs[@]}" "${test_pkgs[@]}") ;;
   ;;
 esac
 
+# Go is not a Debian package here (Debian's golang-go is older than go.mod
+# asks for): it must already be on PATH.
+want_go=$(sed -n 's/^go \([0-9.]*\)$/\1/p' go.mod)
+if ! command -v go >/dev/null 2>&1; then
+  echo "deps: no go on PATH: install Go $want_go or newer from https://go.dev/dl and add its bin/ to PATH" >&2
+  exit 2
+fi
+
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 
 # "install ok installed" only: a removed package leaves "deinstall ok config-files".
