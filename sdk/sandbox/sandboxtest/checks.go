@@ -37,6 +37,16 @@ func syscallCheck(name, what string) check {
 	}}
 }
 
+// abiCheck is a syscallCheck for a foreign system call ABI (sys-int80,
+// sys-x32). What the attempt does depends on the host kernel, so the probe
+// also gets the host's own answer, measured unconfined by newHarness, to
+// judge the sandbox's by (probe/abi.go).
+func abiCheck(name, abi, what string) check {
+	return check{name: name, what: what, run: func(ctx context.Context, h *harness) outcome {
+		return judge(name, h.exec(ctx, name, runOpts{args: []string{name, h.abiHost[abi]}}), true)
+	}}
+}
+
 // listenerCheck is a probeCheck against a host listener that must also see
 // no connection.
 func listenerCheck(name, what string, l func(h *harness) (*countingListener, []string, string)) check {
@@ -95,8 +105,8 @@ var coreChecks = []check{
 	syscallCheck("sys-clone-newuser", "clone(2) with CLONE_NEWUSER is refused"),
 	syscallCheck("sys-clone3-newuser", "clone3(2) is refused (its flags are out of a filter's reach), so no namespace can be made with it"),
 	syscallCheck("sys-mptcp-socket", "socket(AF_INET/AF_INET6, SOCK_STREAM, IPPROTO_MPTCP) is refused"),
-	syscallCheck("sys-int80", "the 32-bit x86 system call ABI (int $0x80) does not work: a filter for x86_64 cannot be bypassed through it"),
-	syscallCheck("sys-x32", "the x32 system call ABI does not work"),
+	abiCheck("sys-int80", "int80", "the 32-bit x86 system call ABI (int $0x80) does not work: a filter for x86_64 cannot be bypassed through it"),
+	abiCheck("sys-x32", "x32", "the x32 system call ABI does not work"),
 	syscallCheck("sys-userfaultfd", "userfaultfd(2) is refused"),
 
 	// --- file systems ---
