@@ -338,7 +338,8 @@ func TestSequentialNoLeftovers(t *testing.T) {
 			t.Errorf("state root still has %s", e.Name())
 		}
 	}
-	for _, pat := range []string{"/sys/fs/cgroup/*/agentnode/seq-*", "/sys/fs/cgroup/agentnode/seq-*"} {
+	parent := strings.TrimPrefix(b.cgroupParent, "/")
+	for _, pat := range []string{"/sys/fs/cgroup/*/" + parent + "/seq-*", "/sys/fs/cgroup/" + parent + "/seq-*"} {
 		if m, _ := filepath.Glob(pat); len(m) > 0 {
 			t.Errorf("cgroups left: %v", m)
 		}
@@ -449,10 +450,10 @@ func TestCgroupLimitsApplied(t *testing.T) {
 		return strings.TrimSpace(string(data))
 	}
 	if !cgroups2Unified() {
-		if got := read("/sys/fs/cgroup/memory/agentnode/" + id + "/memory.limit_in_bytes"); got != "67108864" {
+		if got := read("/sys/fs/cgroup/memory" + b.cgroupParent + "/" + id + "/memory.limit_in_bytes"); got != "67108864" {
 			t.Errorf("memory limit %q", got)
 		}
-		if got := read("/sys/fs/cgroup/pids/agentnode/" + id + "/pids.max"); got != "32" {
+		if got := read("/sys/fs/cgroup/pids" + b.cgroupParent + "/" + id + "/pids.max"); got != "32" {
 			t.Errorf("pids limit %q", got)
 		}
 	}
