@@ -179,8 +179,9 @@ func TestTimeoutKills(t *testing.T) {
 	if !resp.CleanupVerified {
 		t.Fatal("cleanup not verified")
 	}
-	if took > 5*time.Second {
-		t.Fatalf("timeout took %v", took)
+	// Killed (the sleep would run 1000 s), and not before the timeout.
+	if took < s.Timeout {
+		t.Fatalf("killed after %v, before the %v timeout", took, s.Timeout)
 	}
 	assertNoLeftovers(t, b, fx, id)
 }
@@ -210,7 +211,6 @@ func TestContextCancel(t *testing.T) {
 			id := newID(t, b, "cancel")
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(500*time.Millisecond, cancel)
-			start := time.Now()
 			resp, err := c.Run(ctx, &sandbox.RunRequest{Spec: spec(fx, id, "sleep", "1000")})
 			if path == "grpc" {
 				// The host side returns the caller's cancellation.
@@ -221,12 +221,11 @@ func TestContextCancel(t *testing.T) {
 				// The backend answers a cancelled run: killed, cleanup proven.
 				t.Fatalf("resp = %+v, err = %v; want a killed, verified run", resp, err)
 			}
-			if took := time.Since(start); took > 5*time.Second {
-				t.Fatalf("cancel took %v", took)
-			}
+			// (Returning at all is the proof the cancel ended the run: the
+			// sleep would run 1000 s.)
 			// Over gRPC the host returns as soon as it cancels; the plugin
-			// is still cleaning up. Give it a moment, then check.
-			deadline := time.Now().Add(5 * time.Second)
+			// is still cleaning up. Wait for that (a safety net), then check.
+			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) && len(cgroupDirsOf(b, id)) > 0 {
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -238,7 +237,7 @@ func TestContextCancel(t *testing.T) {
 
 func waitStateGone(t *testing.T, b *backend, id string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a safety net
 	for time.Now().Before(deadline) {
 		if _, err := os.Lstat(filepath.Join(b.stateRoot, id)); os.IsNotExist(err) {
 			return
@@ -492,8 +491,8 @@ func TestOutputFailureKills(t *testing.T) {
 	if !errors.Is(err, errTooMuch) {
 		t.Fatalf("err = %v, want the writer's error", err)
 	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("took %v: the flood was not killed", took)
+	if took := time.Since(start); took >= s.Timeout {
+		t.Fatalf("took %v: the flood was not killed, the %v timeout ended it", took, s.Timeout)
 	}
 	assertNoLeftovers(t, b, fx, id)
 }
