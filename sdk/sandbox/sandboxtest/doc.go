@@ -149,12 +149,12 @@
 //     seconds per wall second over 2 s (getrusage).
 //
 // Ending runs:
-//   - timeout-cleanup: a run with Timeout 1s that sleeps is killed, reported
-//     TimedOut, Killed and CleanupVerified within 6 s, and leaves no process,
-//     mount or cgroup behind.
+//   - timeout-cleanup: a run with Timeout 1s that sleeps 60 s is killed,
+//     reported TimedOut, Killed and CleanupVerified, returns before the sleep
+//     could have ended, and leaves no process, mount or cgroup behind.
 //   - output-flood: when the host's stdout writer fails after 1 MiB of a
-//     64 MiB flood, Run returns within 10 s, with an error or Killed, and
-//     leaves nothing behind.
+//     64 MiB flood, Run returns with an error or Killed, not by the run's
+//     timeout, and leaves nothing behind.
 //
 // Sealed egress (Spec.EgressSocket): the setup also serves a unix socket
 // (mode 0666, in a directory of its own) that answers like the host's

@@ -409,12 +409,13 @@ func (r runResult) describe() string {
 	return b.String()
 }
 
-// leftoverWait is how long a probe process, a host mount or a cgroup of the
-// run may outlive Run: Run must return only after the process ended, but a
-// pid namespace's last members take a moment to be reaped, and a plugin
-// whose host cancelled the run (sandbox.Client returns at once) is still
-// cleaning up.
-const leftoverWait = 3 * time.Second
+// leftoverWait is how long the suite waits for a probe process, a host
+// mount or a cgroup of the run to go after Run returned: Run must return
+// only after the process ended, but a pid namespace's last members take a
+// moment to be reaped, and a plugin whose host cancelled the run
+// (sandbox.Client returns at once) is still cleaning up. It is a safety net
+// for what never goes, not a bound on how fast a loaded machine reaps.
+const leftoverWait = 30 * time.Second
 
 // exec runs the probe once.
 func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
