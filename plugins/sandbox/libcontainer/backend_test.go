@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -424,22 +425,29 @@ func TestWiring(t *testing.T) {
 func TestCgroupLimitsApplied(t *testing.T) {
 	b, fx := setup(t)
 	id := newID(t, b, "cg")
-	s := spec(fx, id, "sleep", "1000")
+	// The tool says it runs (libcontainer applies the limits before it
+	// starts the tool); the test reads the limits then and cancels the run.
+	s := spec(fx, id, "sh", "-c", "echo up; exec sleep 1000")
 	s.Limits = sandbox.Limits{MemoryBytes: 64 << 20, Pids: 32}
-	s.Timeout = 3 * time.Second
+	s.Timeout = 5 * time.Minute
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	up := &firstWrite{ch: make(chan struct{})}
 	done := make(chan *sandbox.RunResponse, 1)
 	go func() {
-		resp, err := b.Run(context.Background(), &sandbox.RunRequest{Spec: s})
+		resp, err := b.Run(ctx, &sandbox.RunRequest{Spec: s, Stdout: up})
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
 		done <- resp
 	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) && len(cgroupDirsOf(b, id)) == 0 {
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-up.ch:
+	case resp := <-done:
+		t.Fatalf("the run ended before the tool ran: %+v", resp)
+	case <-time.After(time.Minute): // a safety net
+		t.Fatal("the tool never started")
 	}
-	time.Sleep(100 * time.Millisecond)
 	dirs := cgroupDirsOf(b, id)
 	if len(dirs) < 5 {
 		t.Errorf("cgroup dirs while running: %v", dirs)
@@ -456,11 +464,23 @@ func TestCgroupLimitsApplied(t *testing.T) {
 			t.Errorf("pids limit %q", got)
 		}
 	}
+	cancel()
 	resp := <-done
-	if resp == nil || !resp.TimedOut || !resp.CleanupVerified {
+	if resp == nil || !resp.Killed || !resp.CleanupVerified {
 		t.Fatalf("resp %+v", resp)
 	}
 	assertNoLeftovers(t, b, fx, id)
+}
+
+// firstWrite closes ch at the first write to it.
+type firstWrite struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.ch) })
+	return len(p), nil
 }
 
 // failingWriter fails once more than limit bytes were written, as the
