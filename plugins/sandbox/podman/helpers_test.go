@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,12 +43,23 @@ func TestMain(m *testing.M) {
 			_ = os.RemoveAll(d)
 		}
 	}
-	// Empty by now (every test removes its containers): rmdir everywhere.
+	// Empty of tasks by now (every test removes its containers): rmdir it
+	// everywhere, with what podman made under it (conmon's cgroup),
+	// deepest first.
 	if ownCgroupParent != "" {
 		for _, pat := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/*"} {
 			m, _ := filepath.Glob(filepath.Join(pat, ownCgroupParent))
 			for _, d := range m {
-				_ = os.Remove(d)
+				var dirs []string
+				_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+					if err == nil && e.IsDir() {
+						dirs = append(dirs, p)
+					}
+					return nil
+				})
+				for i := len(dirs) - 1; i >= 0; i-- {
+					_ = os.Remove(dirs[i])
+				}
 			}
 		}
 	}
