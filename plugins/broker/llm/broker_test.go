@@ -464,11 +464,12 @@ func TestKeychainHangHonoursDeadline(t *testing.T) {
 	c := connect(t, func(string, string) (string, error) { <-block; return "", errNoKey })
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// The keychain blocks until the test ends: an error at all is the proof
+	// that the deadline, not the keychain, ended the call.
 	_, err := c.Chat(ctx, &broker.ChatRequest{Provider: "openai", Model: "m",
 		Messages: []broker.Message{{Role: broker.RoleUser, Content: "x"}}})
-	if err == nil || time.Since(start) > 5*time.Second {
-		t.Fatalf("error %v after %v", err, time.Since(start))
+	if err == nil {
+		t.Fatal("Chat succeeded with a keychain that never answers")
 	}
 }
 

@@ -36,13 +36,44 @@ var (
 	fixtureErr  error
 )
 
-// TestMain removes the shared rootfs fixture after all tests. (A re-exec as
-// container init never gets here: main.go's init takes over first.)
+// This test process's own state root and cgroup parent (setup gives them
+// to every backend it makes): two test runs on one machine, or a test run
+// beside a real agentnode, never see or reap each other's containers.
+var (
+	ownOnce         sync.Once
+	ownStateRoot    string
+	ownCgroupParent string // "/agentnode-test-<pid>-<random>"
+	ownErr          error
+)
+
+// ownPlaces makes them, once (lazily: a re-exec as container init must not).
+func ownPlaces() (stateRoot, cgroupParent string, err error) {
+	ownOnce.Do(func() {
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		ownCgroupParent = fmt.Sprintf("%s-test-%d-%s", DefaultCgroupParent, os.Getpid(), hex.EncodeToString(r[:]))
+		ownStateRoot, ownErr = os.MkdirTemp("", "agentnode-libcontainer-state-")
+	})
+	return ownStateRoot, ownCgroupParent, ownErr
+}
+
+// TestMain removes the shared rootfs fixture, the state root and the
+// cgroup parent after all tests. (A re-exec as container init never gets
+// here: main.go's init takes over first.)
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, d := range []string{fixtureDir, pluginDir} {
+	for _, d := range []string{fixtureDir, pluginDir, ownStateRoot} {
 		if d != "" {
 			_ = os.RemoveAll(d)
+		}
+	}
+	// Empty by now (every test cleans its runs up): rmdir in every hierarchy.
+	if rel := strings.TrimPrefix(ownCgroupParent, "/"); rel != "" {
+		for _, pat := range []string{"/sys/fs/cgroup/" + rel, "/sys/fs/cgroup/*/" + rel} {
+			m, _ := filepath.Glob(pat)
+			for _, d := range m {
+				_ = os.Remove(d)
+			}
 		}
 	}
 	os.Exit(code)
@@ -141,7 +172,12 @@ func setup(tb testing.TB) (*backend, fixture) {
 		skipOrFail(tb, "cannot build test rootfs: %v", fixtureErr)
 	}
 	fx := fixture{Rootfs: filepath.Join(fixtureDir, "rootfs"), Pack: filepath.Join(fixtureDir, "pack")}
+	stateRoot, cgroupParent, err := ownPlaces()
+	if err != nil {
+		tb.Fatalf("state root: %v", err)
+	}
 	b := newBackend(hclog.New(&hclog.LoggerOptions{Name: "libcontainer-test", Output: os.Stderr, Level: hclog.Warn}))
+	b.stateRoot, b.cgroupParent = stateRoot, cgroupParent
 	resp, err := b.Availability(tb.Context(), &sandbox.AvailabilityRequest{Image: "test@sha256:0", Rootfs: fx.Rootfs})
 	if err != nil {
 		tb.Fatalf("Availability: %v", err)

@@ -59,7 +59,11 @@ func buildPlugin(t testing.TB) string {
 // trip through it. The same binary is the container init, so this also
 // proves the re-exec wiring of a real build.
 func TestPluginBinary(t *testing.T) {
-	b, fx := setup(t)
+	_, fx := setup(t)
+	// The binary, launched as agentnode launches it, takes no configuration:
+	// it runs in the default state root and cgroup parent. Its runs have ids
+	// unique to this process and every check below looks only at them.
+	b := newBackend(nil)
 	c := sandboxtest.LaunchPlugin(t, buildPlugin(t))
 	inf, err := c.Info(t.Context())
 	if err != nil || inf.Name != "libcontainer" || inf.Kind != plugin.KindSandbox {

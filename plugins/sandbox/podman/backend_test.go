@@ -83,16 +83,12 @@ func TestBackstop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	err = e.command(args...).Run()
 	// conmon records exit code -1 for a container it killed on timeout,
-	// which podman run reports as 255.
+	// which podman run reports as 255 (the tool's own exit would be 0).
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 255 {
 		t.Fatalf("podman run with --timeout 1: %v", err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("killed after %v", el)
 	}
 	if _, err := e.call(t.Context(), "rm", "--force", "--time", "0", readCID(cidfile)); err != nil {
 		t.Fatal(err)
@@ -143,8 +139,9 @@ func TestRunTimeout(t *testing.T) {
 	if !resp.TimedOut || !resp.Killed || resp.ExitCode != 137 || !resp.CleanupVerified {
 		t.Fatalf("resp %+v", resp)
 	}
-	if elapsed > 5*time.Second {
-		t.Errorf("Run took %v after a 500ms timeout", elapsed)
+	// Killed (the sleep would run 1000 s), and not before the timeout.
+	if elapsed < s.Timeout {
+		t.Errorf("Run returned after %v, before its %v timeout", elapsed, s.Timeout)
 	}
 	assertGone(t, b, id)
 }
@@ -157,16 +154,12 @@ func TestRunTimeoutWhileStarting(t *testing.T) {
 		id := newID(t, "early")
 		s := spec(fx, id, "sleep", "1000")
 		s.Timeout = d
-		start := time.Now()
 		resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s})
 		if err != nil {
 			t.Fatalf("%d: Run: %v", i, err)
 		}
 		if !resp.TimedOut || !resp.Killed || !resp.CleanupVerified {
 			t.Fatalf("%d: resp %+v", i, resp)
-		}
-		if el := time.Since(start); el > 6*time.Second {
-			t.Errorf("%d: Run took %v", i, el)
 		}
 		assertGone(t, b, id)
 	}
@@ -178,15 +171,11 @@ func TestRunCancel(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	why := errors.New("the host gave up")
 	time.AfterFunc(700*time.Millisecond, func() { cancel(why) })
-	start := time.Now()
 	resp, err := b.Run(ctx, &sandbox.RunRequest{Spec: spec(fx, id, "sleep", "1000")})
 	// Killed, and the answer carries the cleanup proof (a host that sent
 	// stop receives it).
 	if err != nil || !resp.Killed || resp.TimedOut || !resp.CleanupVerified || resp.ExitCode != 137 {
 		t.Fatalf("Run = %+v, %v", resp, err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("Run took %v", el)
 	}
 	if !errors.Is(context.Cause(ctx), why) {
 		t.Fatal(context.Cause(ctx))
@@ -199,16 +188,15 @@ func TestRunCancel(t *testing.T) {
 func TestRunOutputFailure(t *testing.T) {
 	b, fx := setup(t)
 	id := newID(t, "outfail")
+	s := spec(fx, id, "yes")
+	s.Timeout = 5 * time.Minute
 	start := time.Now()
-	resp, err := b.Run(t.Context(), &sandbox.RunRequest{
-		Spec:   spec(fx, id, "yes"),
-		Stdout: failingWriter{},
-	})
+	resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s, Stdout: failingWriter{}})
 	if err == nil || !strings.Contains(err.Error(), "writing stdout") {
 		t.Fatalf("Run = %+v, %v", resp, err)
 	}
-	if el := time.Since(start); el > 10*time.Second {
-		t.Errorf("Run took %v", el)
+	if el := time.Since(start); el >= s.Timeout {
+		t.Errorf("Run took %v: the %v timeout, not the failing writer, ended the flood", el, s.Timeout)
 	}
 	assertGone(t, b, id)
 }

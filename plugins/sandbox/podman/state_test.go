@@ -167,14 +167,10 @@ func TestStateSnapshotRefusesTheUnexpected(t *testing.T) {
 	m := runMarks{id: fakeID, name: "agentnode-r1", runID: "r1", nonce: "n1"}
 	check := func(name string, s *podmanState) {
 		t.Helper()
-		start := time.Now()
 		snap, err := s.snapshot(m)
 		if err == nil {
 			t.Errorf("%s: snapshot = %+v, want an error", name, snap)
 			return
-		}
-		if el := time.Since(start); el > 2*time.Second {
-			t.Errorf("%s: took %v", name, el)
 		}
 		t.Logf("%s: %v", name, err)
 	}

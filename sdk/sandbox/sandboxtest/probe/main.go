@@ -23,6 +23,8 @@
 //	pattern N        write N bytes of a deterministic pattern to stdout
 //	flood N          write N bytes of 'A' to stdout as fast as possible
 //	mounts           print the mount points as one JSON array
+//	abi-host ABI     try getpid through a foreign ABI (int80, x32) and print
+//	                 the outcome's token (the suite runs it on the host)
 //
 // Every attempt the probe makes is harmless when it succeeds on an
 // unconfined host (the suite's own tests run it without a sandbox): mounts
@@ -83,8 +85,8 @@ var checks = map[string]checkFunc{
 	"sys-clone-newuser":     checkCloneNewUser,
 	"sys-clone3-newuser":    checkClone3NewUser,
 	"sys-mptcp-socket":      checkMPTCP,
-	"sys-int80":             checkInt80,
-	"sys-x32":               checkX32,
+	"sys-int80":             abiCheck("int80"), // HOSTOUTCOME
+	"sys-x32":               abiCheck("x32"),   // HOSTOUTCOME
 	"sys-userfaultfd":       checkUserfaultfd,
 
 	// file systems
@@ -193,6 +195,8 @@ func helper(name string, args []string) bool {
 			fmt.Fprintf(os.Stderr, "probe: pattern: %v\n", err)
 			os.Exit(1)
 		}
+	case "abi-host":
+		abiHost(args)
 	case "mounts":
 		if err := printMounts(); err != nil {
 			fmt.Fprintf(os.Stderr, "probe: mounts: %v\n", err)

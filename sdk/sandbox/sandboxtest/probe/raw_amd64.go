@@ -8,5 +8,6 @@ func forkUnshare(flags uintptr) (ret int64)
 func forkPause() (ret int64)
 func forkInt80() (ret int64)
 func forkX32() (ret int64)
+func forkFault() (ret int64)
 
 const rawSupported = true

@@ -6,6 +6,38 @@
 // The parent functions return the clone result: the child's pid, or
 // -errno.
 
+// FAULT_SIGNALS_DEFAULT resets SIGSEGV and SIGSYS to their default action
+// (kill) and makes the process non-dumpable (no core file). A raw child
+// inherits the Go runtime's handlers: without this, a fault (int $0x80 on a
+// kernel without the i386 ABI) or a SECCOMP_RET_TRAP would run the runtime's
+// handler in the child, which prints "fatal error: fault" and exits with
+// status 2 - read as an errno, ENOENT. Uses the 32-byte frame at 0(SP) as a
+// zeroed struct sigaction (sa_handler SIG_DFL).
+#define FAULT_SIGNALS_DEFAULT \
+	MOVQ $0, 0(SP); \
+	MOVQ $0, 8(SP); \
+	MOVQ $0, 16(SP); \
+	MOVQ $0, 24(SP); \
+	MOVQ $11, DI; /* SIGSEGV */ \
+	MOVQ SP, SI; \
+	XORQ DX, DX; \
+	MOVQ $8, R10; \
+	MOVQ $13, AX; /* SYS_rt_sigaction */ \
+	SYSCALL; \
+	MOVQ $31, DI; /* SIGSYS */ \
+	MOVQ SP, SI; \
+	XORQ DX, DX; \
+	MOVQ $8, R10; \
+	MOVQ $13, AX; \
+	SYSCALL; \
+	MOVQ $4, DI; /* PR_SET_DUMPABLE */ \
+	XORQ SI, SI; \
+	XORQ DX, DX; \
+	XORQ R10, R10; \
+	XORQ R8, R8; \
+	MOVQ $157, AX; /* SYS_prctl */ \
+	SYSCALL
+
 // func rawClone(flags uintptr) (ret int64)
 // clone(flags); the child exits 0 at once.
 TEXT ·rawClone(SB), NOSPLIT, $0-16
@@ -99,9 +131,11 @@ pause:
 	JMP  pause
 
 // func forkInt80() (ret int64)
-// fork; the child calls getpid through the 32-bit x86 ABI (int $0x80, eax
-// 20) and exits 0 when that returned a pid, else with the errno.
-TEXT ·forkInt80(SB), NOSPLIT, $0-8
+// fork; the child resets its fault signals, calls getpid through the 32-bit
+// x86 ABI (int $0x80, eax 20) and exits 0 when that returned a pid, else
+// with the errno. On a kernel without the i386 ABI int $0x80 faults (a
+// general protection fault, SIGSEGV) before any seccomp filter sees it.
+TEXT ·forkInt80(SB), NOSPLIT, $32-8
 	MOVQ $17, DI // SIGCHLD
 	XORQ SI, SI
 	XORQ DX, DX
@@ -114,6 +148,7 @@ TEXT ·forkInt80(SB), NOSPLIT, $0-8
 	MOVQ AX, ret+0(FP)
 	RET
 child:
+	FAULT_SIGNALS_DEFAULT
 	MOVL $20, AX // __NR_getpid on i386
 	INT  $0x80
 	MOVLQSX AX, AX
@@ -128,10 +163,11 @@ exit:
 	JMP  exit
 
 // func forkX32() (ret int64)
-// fork; the child calls getpid through the x32 ABI (syscall number
-// 39 | __X32_SYSCALL_BIT) and exits 0 when that returned a pid, else with
-// the errno.
-TEXT ·forkX32(SB), NOSPLIT, $0-8
+// fork; the child resets its fault signals, calls getpid through the x32
+// ABI (syscall number 39 | __X32_SYSCALL_BIT) and exits 0 when that
+// returned a pid, else with the errno. This is the syscall instruction:
+// a kernel without x32 answers ENOSYS, it never faults.
+TEXT ·forkX32(SB), NOSPLIT, $32-8
 	MOVQ $17, DI // SIGCHLD
 	XORQ SI, SI
 	XORQ DX, DX
@@ -144,6 +180,7 @@ TEXT ·forkX32(SB), NOSPLIT, $0-8
 	MOVQ AX, ret+0(FP)
 	RET
 child:
+	FAULT_SIGNALS_DEFAULT
 	MOVQ $0x40000027, AX
 	SYSCALL
 	XORQ DI, DI
@@ -151,6 +188,32 @@ child:
 	JGE  exit
 	NEGQ AX
 	MOVQ AX, DI
+exit:
+	MOVQ $231, AX // SYS_exit_group
+	SYSCALL
+	JMP  exit
+
+// func forkFault() (ret int64)
+// fork; the child resets its fault signals as forkInt80's does and raises
+// a general protection fault (int $0x81: no user-callable gate), as int
+// $0x80 does on a kernel without the i386 ABI. Tests use it to show that
+// such a fault reaches the parent as a death by SIGSEGV.
+TEXT ·forkFault(SB), NOSPLIT, $32-8
+	MOVQ $17, DI // SIGCHLD
+	XORQ SI, SI
+	XORQ DX, DX
+	XORQ R10, R10
+	XORQ R8, R8
+	MOVQ $56, AX // SYS_clone
+	SYSCALL
+	CMPQ AX, $0
+	JEQ  child
+	MOVQ AX, ret+0(FP)
+	RET
+child:
+	FAULT_SIGNALS_DEFAULT
+	INT  $0x81
+	XORQ DI, DI
 exit:
 	MOVQ $231, AX // SYS_exit_group
 	SYSCALL

@@ -16,3 +16,4 @@ func forkUnshare(uintptr) int64        { return -enosys }
 func forkPause() int64                 { return -enosys }
 func forkInt80() int64                 { return -enosys }
 func forkX32() int64                   { return -enosys }
+func forkFault() int64                 { return -enosys }

@@ -98,8 +98,8 @@ func reap(pid int) (unix.WaitStatus, error) {
 
 // childVerdict judges a raw child that attempted a system call and exited
 // with the errno (0: success). Death by SIGSYS is a seccomp kill action: the
-// call was refused. okSignals lists other fatal signals that mean refused.
-func childVerdict(what string, r int64, okSignals ...syscall.Signal) (bool, string) {
+// call was refused.
+func childVerdict(what string, r int64) (bool, string) {
 	if !rawSupported {
 		return false, "cannot run on " + runtime.GOARCH
 	}
@@ -119,11 +119,6 @@ func childVerdict(what string, r int64, okSignals ...syscall.Signal) (bool, stri
 	case ws.Signaled() && ws.Signal() == unix.SIGSYS:
 		return true, what + " refused: the child was killed by SIGSYS (seccomp kill action)"
 	case ws.Signaled():
-		for _, s := range okSignals {
-			if ws.Signal() == s {
-				return true, fmt.Sprintf("%s refused: the child was killed by %v", what, s)
-			}
-		}
 		return false, fmt.Sprintf("%s: the child was killed by %v", what, ws.Signal())
 	}
 	return false, fmt.Sprintf("%s: unexpected wait status %#x", what, ws)
@@ -337,15 +332,6 @@ func checkMPTCP([]string) (bool, string) {
 		}
 	}
 	return all(res...)
-}
-
-func checkInt80([]string) (bool, string) {
-	// SIGSEGV: the kernel has no 32-bit emulation, int $0x80 faults.
-	return childVerdict("getpid via int $0x80 (i386 ABI)", forkInt80(), unix.SIGSEGV)
-}
-
-func checkX32([]string) (bool, string) {
-	return childVerdict("getpid via the x32 ABI", forkX32())
 }
 
 func checkUserfaultfd([]string) (bool, string) {
