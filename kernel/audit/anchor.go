@@ -227,6 +227,11 @@ func setWitness(service, cdir string, h head) error {
 	return keychain.Set(service, cdir, string(data))
 }
 
+// crashPoint is a no-op; the crash tests replace it, in a child process, to
+// die at a point of an append ("intent": the intent is durable, the record
+// not yet written; "record": the record is durable, the commit not yet).
+var crashPoint = func(string) {}
+
 // anchorWrite carries what an append's intent decided to its commit.
 type anchorWrite struct {
 	key     []byte // nil: unsealed

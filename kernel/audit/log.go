@@ -332,6 +332,7 @@ func (l *Log) write(r *Record) error {
 		if aw, err = l.anchorIntent(head{r.Seq, hash}); err != nil {
 			return err
 		}
+		crashPoint("intent")
 	}
 	if l.size > 0 && l.size+int64(len(line)) > l.opts.MaxSizeBytes {
 		if err := l.rotate(); err != nil {
@@ -353,6 +354,7 @@ func (l *Log) write(r *Record) error {
 	l.seq, l.hash = r.Seq, hash
 	r.Hash = hash
 	if aw != nil {
+		crashPoint("record")
 		return l.anchorCommit(aw, head{r.Seq, hash})
 	}
 	return nil
