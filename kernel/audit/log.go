@@ -32,7 +32,9 @@ type Options struct {
 	MaxFiles int
 	// Anchor, if set, keeps the head of the chain sealed outside the log
 	// (anchor.go, specs/audit.md): every append checks the log against it
-	// and moves it on. Nil: the bare hash chain (tests, benchmarks).
+	// and moves it on. Nil: the bare hash chain (tests, benchmarks). Every
+	// writer of one log must use the same anchor: an append without it
+	// leaves the anchor behind, and the next anchored append refuses.
 	Anchor *Anchor
 }
 
