@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -20,6 +21,20 @@ func auditDir() (string, error) {
 		return "", reason.New(reason.AuditUnavailable, "locate the audit log: %w", err)
 	}
 	return home.AuditDir(dir), nil
+}
+
+// auditAnchor is the home's audit anchor; verify reads the seal key but
+// never creates one (key nil: lock.LoadKey).
+func auditAnchor(key func() ([]byte, error)) (*audit.Anchor, error) {
+	dir, err := home.Dir()
+	if err != nil {
+		return nil, reason.New(reason.AuditUnavailable, "locate the audit anchor: %w", err)
+	}
+	a := audit.HomeAnchor(home.AuditAnchorPath(dir))
+	if key != nil {
+		a.Key = key
+	}
+	return a, nil
 }
 
 func newAuditCmd() *cobra.Command {
@@ -63,7 +78,7 @@ every record. A missing log shows nothing. Records are not checked here: use 'ag
 	}
 	cmd.Flags().IntVarP(&n, "lines", "n", 20, "how many of the newest records to show (0: all)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the records as JSON lines")
-	cmd.AddCommand(newAuditVerifyCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditReanchorCmd())
 	return cmd
 }
 
@@ -107,25 +122,32 @@ func formatRecord(r audit.Record) string {
 }
 
 func newAuditVerifyCmd() *cobra.Command {
-	var jsonOut bool
+	var jsonOut, strict bool
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Check the audit log's hash chain",
+		Short: "Check the audit log's hash chain and its sealed anchor",
 		Long: `Check every record of the audit log, oldest rotated file first: valid against
 specs/schema/audit-record.schema.json, its hash matching its bytes, seq increasing by one and prev
-equal to the previous record's hash, across rotated files. Reports the first broken seq and the
-problem (torn_line, parse_error, schema_violation, hash_mismatch, prev_mismatch, seq_gap, seq_order,
-head_missing). Exit 0 when the log is intact (a missing log is intact, with 0 records), 1 when it
-is not. When old files were rotated away, the oldest remaining record's prev cannot be checked and
-is reported as the anchor. The last hash printed is the head of the chain: keep it elsewhere to
-detect later removal of the newest records, which a hash chain alone cannot.`,
+equal to the previous record's hash, across rotated files (torn_line, parse_error, schema_violation,
+hash_mismatch, prev_mismatch, seq_gap, seq_order, head_missing). Then check that the log ends where
+its anchor ($AGENTNODE_HOME/state/audit.anchor, sealed with the lockfile seal key in the OS keychain)
+says (anchor_mismatch: records cut off, rewritten with recomputed hashes, appended outside agentnode,
+or the log emptied or deleted; anchor_invalid; anchor_unsealed; anchor_missing), and that it still
+holds the head its witness in the OS keychain remembers (rollback). A verify that passes with a
+checked seal moves the witness on to the log's head. Exit 0 when intact, 1 when not. Warnings (an
+unsealed anchor, a seal that could not be checked, a log not anchored yet) fail only with --strict.
+See specs/audit.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := auditDir()
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			rep, err := audit.Verify(dir)
+			a, err := auditAnchor(lock.LoadKey)
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			rep, err := audit.VerifyAnchored(dir, a)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -137,29 +159,89 @@ detect later removal of the newest records, which a hash chain alone cannot.`,
 			} else {
 				printVerifyReport(w, rep)
 			}
-			if !rep.OK {
+			if !rep.OK || strict && len(rep.Warnings) > 0 {
 				return exitWith(reason.ExitFailed)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too (an unsealed or unchecked anchor)")
+	return cmd
+}
+
+func newAuditReanchorCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "reanchor",
+		Short: "Accept the audit log as it is: seal its head as the anchor",
+		Long: `Check the audit log's own chain and, if it is intact, seal its head as the anchor
+($AGENTNODE_HOME/state/audit.anchor) and set its witness in the OS keychain (creating the seal key
+if there is none). For after moving AGENTNODE_HOME, after starting over (the audit directory moved
+aside as evidence), or to accept a log after investigating what 'agentnode audit verify' reported.
+Without an OS keychain the anchor is written unsealed; a sealed anchor is never replaced by an
+unsealed one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := auditDir()
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			a, err := auditAnchor(nil)
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			rep, err := audit.Reanchor(dir, a)
+			if err != nil {
+				return fail(cmd, jsonOut, err)
+			}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), rep.Seal)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "audit log anchored at seq %d hash %s (%s", rep.Seal.HeadSeq, rep.Seal.HeadHash, rep.Seal.Status)
+			if rep.Seal.KeyID != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), ", key_id %s", rep.Seal.KeyID)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), ")")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the new anchor as JSON")
 	return cmd
 }
 
 func printVerifyReport(w io.Writer, rep *audit.Report) {
+	defer func() {
+		for _, warn := range rep.Warnings {
+			fmt.Fprintf(w, "  warning: %s\n", warn)
+		}
+	}()
 	if !rep.OK {
 		fmt.Fprintf(w, "audit log BROKEN at seq %d: %s: %s\n", rep.FirstBadSeq, rep.Problem, rep.Detail)
-		fmt.Fprintf(w, "  in %s line %d; %d records before it verified\n", rep.File, rep.Line, rep.Records)
+		if rep.File != "" {
+			fmt.Fprintf(w, "  in %s line %d; %d records before it verified\n", rep.File, rep.Line, rep.Records)
+		} else {
+			fmt.Fprintf(w, "  the chain itself verified: %d records\n", rep.Records)
+		}
 		return
 	}
 	if rep.Records == 0 {
 		fmt.Fprintf(w, "audit log OK: no records\n")
-		return
+	} else {
+		fmt.Fprintf(w, "audit log OK: %d records (seq %d..%d) in %d files\n", rep.Records, rep.FirstSeq, rep.LastSeq, rep.Files)
+		if rep.Anchor != "" {
+			fmt.Fprintf(w, "  records before seq %d were rotated away; the chain is anchored at prev %s\n", rep.FirstSeq, rep.Anchor)
+		}
+		fmt.Fprintf(w, "  head: seq %d hash %s\n", rep.LastSeq, rep.LastHash)
 	}
-	fmt.Fprintf(w, "audit log OK: %d records (seq %d..%d) in %d files\n", rep.Records, rep.FirstSeq, rep.LastSeq, rep.Files)
-	if rep.Anchor != "" {
-		fmt.Fprintf(w, "  records before seq %d were rotated away; the chain is anchored at prev %s\n", rep.FirstSeq, rep.Anchor)
+	if s := rep.Seal; s != nil {
+		fmt.Fprintf(w, "  anchor: %s", s.Status)
+		if s.KeyID != "" {
+			fmt.Fprintf(w, " (key_id %s)", s.KeyID)
+		}
+		if s.Pending {
+			fmt.Fprintf(w, "; the last record was being written when an append stopped, and is the one it had sealed as pending")
+		}
+		fmt.Fprintf(w, "; witness: %s\n", s.Witness)
 	}
-	fmt.Fprintf(w, "  head: seq %d hash %s\n", rep.LastSeq, rep.LastHash)
 }

@@ -30,6 +30,12 @@ type Options struct {
 	// oldest rotated file beyond it is deleted. At least 2 (smaller values
 	// are raised to 2), so the newest rotated file always carries the chain.
 	MaxFiles int
+	// Anchor, if set, keeps the head of the chain sealed outside the log
+	// (anchor.go, specs/audit.md): every append checks the log against it
+	// and moves it on. Nil: the bare hash chain (tests, benchmarks). Every
+	// writer of one log must use the same anchor: an append without it
+	// leaves the anchor behind, and the next anchored append refuses.
+	Anchor *Anchor
 }
 
 // Log appends to the audit log in one directory. It is safe for concurrent
@@ -41,6 +47,8 @@ type Log struct {
 	mu     sync.Mutex
 	closed bool
 	lock   *os.File // audit.lock, flock'ed around every append
+	cdir   string   // canonicalDir(dir), what the anchor is bound to
+	key    []byte   // the anchor's seal key, once read
 	f      *os.File // the active file, O_APPEND
 	dev    uint64   // identity of f, to notice a rotation by another process
 	ino    uint64
@@ -77,6 +85,15 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, unavailable("open audit lock: %w", err)
 	}
 	l := &Log{dir: dir, opts: opts, lock: lock}
+	if opts.Anchor != nil {
+		if l.cdir, err = canonicalDir(dir); err == nil {
+			err = os.MkdirAll(filepath.Dir(opts.Anchor.Path), 0o700)
+		}
+		if err != nil {
+			_ = lock.Close()
+			return nil, unavailable("audit anchor: %w", err)
+		}
+	}
 	if err := l.openActive(); err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -311,6 +328,14 @@ func (l *Log) write(r *Record) error {
 		_, p, detail := parseSlow(line[:len(line)-1])
 		return unavailable("invalid audit record (%s): %s", p, detail)
 	}
+	var aw *anchorWrite
+	if l.opts.Anchor != nil {
+		var err error
+		if aw, err = l.anchorIntent(head{r.Seq, hash}); err != nil {
+			return err
+		}
+		crashPoint("intent")
+	}
 	if l.size > 0 && l.size+int64(len(line)) > l.opts.MaxSizeBytes {
 		if err := l.rotate(); err != nil {
 			return err
@@ -330,6 +355,10 @@ func (l *Log) write(r *Record) error {
 	l.size += int64(len(line))
 	l.seq, l.hash = r.Seq, hash
 	r.Hash = hash
+	if aw != nil {
+		crashPoint("record")
+		return l.anchorCommit(aw, head{r.Seq, hash})
+	}
 	return nil
 }
 

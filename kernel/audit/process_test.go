@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childAppend())
 	case "readonly":
 		os.Exit(childReadOnly())
+	case "crash":
+		os.Exit(childCrash())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown child mode")
 		os.Exit(2)
@@ -41,7 +44,16 @@ func childAppend() int {
 	dir, id := os.Getenv("AUDIT_DIR"), os.Getenv("AUDIT_ID")
 	n, _ := strconv.Atoi(os.Getenv("AUDIT_N"))
 	maxSize, _ := strconv.ParseInt(os.Getenv("AUDIT_MAX_SIZE"), 10, 64)
-	l, err := Open(dir, Options{MaxSizeBytes: maxSize, MaxFiles: 1000})
+	opts := Options{MaxSizeBytes: maxSize, MaxFiles: 1000}
+	if path := os.Getenv("AUDIT_ANCHOR"); path != "" {
+		key, err := hex.DecodeString(os.Getenv("AUDIT_KEY"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.Anchor = &Anchor{Path: path, Key: func() ([]byte, error) { return key, nil }}
+	}
+	l, err := Open(dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -10,6 +10,13 @@
 // every file oldest first and names the first record that breaks the chain;
 // Tail reads the newest records.
 //
+// With Options.Anchor the head of the chain is also sealed outside the log
+// (anchor.go: HMAC under the lockfile seal key, lock.MAC), written as an
+// intent before each record and a commit after it, and VerifyAnchored
+// checks the log against it and against a witness in the OS keychain, so
+// truncation, re-chaining, forged appends, an emptied or deleted log and
+// rollbacks older than the last verify are detected too.
+//
 // The Record type has no field for tool inputs or outputs, secrets or lockfile
 // contents, so they cannot end up in the log. Every failure to open, write or
 // sync the log wraps reason.ErrAuditUnavailable: if the audit cannot be

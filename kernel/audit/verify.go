@@ -25,6 +25,13 @@ const (
 	ProblemSeqGap          = "seq_gap"          // records are missing
 	ProblemSeqOrder        = "seq_order"        // records are out of order or repeated
 	ProblemHeadMissing     = "head_missing"     // the oldest records are gone, and not by rotation
+
+	// Found by VerifyAnchored, on a chain that is intact by itself.
+	ProblemAnchorMismatch = "anchor_mismatch" // the log does not end where its sealed anchor says
+	ProblemAnchorInvalid  = "anchor_invalid"  // the anchor is malformed, bound to another log, or its seal does not hold
+	ProblemAnchorMissing  = "anchor_missing"  // the anchor is gone, but the keychain's witness says the log was sealed
+	ProblemAnchorUnsealed = "anchor_unsealed" // the anchor is unsealed, but the log was sealed before
+	ProblemRollback       = "rollback"        // the log is older than its witness: log and anchor were put back
 )
 
 // Report is the result of Verify.
@@ -48,6 +55,13 @@ type Report struct {
 	Detail      string `json:"detail"`
 	File        string `json:"file,omitempty"` // base name of the file with the problem
 	Line        int    `json:"line,omitempty"` // 1-based line in File
+
+	// Seal is what VerifyAnchored found about the anchor; nil from Verify.
+	Seal *SealReport `json:"seal,omitempty"`
+	// Warnings: what could not be vouched for although nothing was found
+	// broken (an unsealed anchor, a seal that could not be checked, a log
+	// not anchored yet). `agentnode audit verify --strict` fails on them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Verify checks the whole log in dir, oldest file first: every line a record
@@ -71,11 +85,17 @@ func verify(dir string, fullSchema bool) (*Report, error) {
 		return nil, unavailable("lock audit log for reading: %w", err)
 	}
 	defer readUnlock(lk)
+	return verifyLocked(dir, fullSchema, nil)
+}
+
+// verifyLocked is verify with the lock held by the caller. watch, if not
+// nil, maps seqs to fill in with the hashes of those records.
+func verifyLocked(dir string, fullSchema bool, watch map[uint64]string) (*Report, error) {
 	files, err := listFiles(dir)
 	if err != nil {
 		return nil, unavailable("list audit files: %w", err)
 	}
-	v := &verifier{dir: dir, files: files, full: fullSchema, h: sha256.New(), rep: &Report{Files: len(files)}}
+	v := &verifier{dir: dir, files: files, full: fullSchema, h: sha256.New(), rep: &Report{Files: len(files)}, watch: watch}
 	for i := range files {
 		done, err := v.file(i)
 		if err != nil {
@@ -98,6 +118,7 @@ type verifier struct {
 	files []logFile
 	full  bool
 	rep   *Report
+	watch map[uint64]string
 
 	h        hash.Hash
 	sum      [sha256.Size]byte
@@ -204,6 +225,9 @@ func (v *verifier) check(line []byte) bool {
 	v.have = true
 	v.lastSeq = li.seq
 	copy(v.lastHash[:], li.hash)
+	if _, ok := v.watch[li.seq]; ok {
+		v.watch[li.seq] = string(li.hash)
+	}
 	v.rep.Records++
 	return true
 }

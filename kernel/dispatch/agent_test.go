@@ -57,12 +57,13 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := audit.Open(home.AuditDir(dir), set.auditOpts)
+	k := &Kernel{HomeDir: dir, StageTimeout: 5 * time.Second}
+	// As openAudit opens it: the nested runs append to the same log.
+	log, err := audit.Open(home.AuditDir(dir), k.auditOptions(&state{set: set}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = log.Close() })
-	k := &Kernel{HomeDir: dir, StageTimeout: 5 * time.Second}
 	return &state{
 		k:   k,
 		req: &Request{Package: m.PackageID, Tool: "act"},

@@ -331,18 +331,28 @@ func (k *Kernel) openAudit(st *state) (*audit.Log, error) {
 		return st.log, nil
 	}
 	dir := home.AuditDir(k.HomeDir)
-	opts := audit.Options{}
-	if st.set != nil {
-		opts = st.set.auditOpts
-	} else if _, err := os.Stat(dir); err != nil {
-		return nil, reason.New(reason.AuditUnavailable, "no audit log at %s: %w", dir, err)
+	if st.set == nil {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, reason.New(reason.AuditUnavailable, "no audit log at %s: %w", dir, err)
+		}
 	}
-	l, err := audit.Open(dir, opts)
+	l, err := audit.Open(dir, k.auditOptions(st))
 	if err != nil {
 		return nil, err
 	}
 	st.log = l
 	return l, nil
+}
+
+// auditOptions are the audit log's options: the configured rotation and
+// the anchor, sealed with the lockfile seal key (specs/audit.md).
+func (k *Kernel) auditOptions(st *state) audit.Options {
+	var opts audit.Options
+	if st.set != nil {
+		opts = st.set.auditOpts
+	}
+	opts.Anchor = audit.HomeAnchor(home.AuditAnchorPath(k.HomeDir))
+	return opts
 }
 
 func (k *Kernel) baseRecord(st *state, event string) *audit.Record {

@@ -55,7 +55,7 @@ func startMCPEgress(ctx context.Context, st *state, domains []string) (string, f
 	if st.res.Placement != PlacementSandbox {
 		return "", nil, reason.New(reason.EgressDenied, "package %s: sealed egress exists only in the sandbox, not on placement %q", st.pkg.ID, st.res.Placement)
 	}
-	log, err := audit.Open(home.AuditDir(st.k.HomeDir), st.set.auditOpts)
+	log, err := audit.Open(home.AuditDir(st.k.HomeDir), st.k.auditOptions(st))
 	if err != nil {
 		return "", nil, reason.Wrap(reason.AuditUnavailable, err, "open the audit log for the egress proxy")
 	}

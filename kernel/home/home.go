@@ -56,5 +56,10 @@ func StateDir(dir string) string { return filepath.Join(dir, "state") }
 // VerdictsDir holds the validation verdicts of kernel/verdict.
 func VerdictsDir(dir string) string { return filepath.Join(StateDir(dir), "valid") }
 
+// AuditAnchorPath is the sealed head of the audit chain (kernel/audit,
+// specs/audit.md): outside the audit directory, so removing that directory
+// does not remove the evidence that it held records.
+func AuditAnchorPath(dir string) string { return filepath.Join(StateDir(dir), "audit.anchor") }
+
 // RateLimitPath is the rate-limit state file (kernel/ratelimit).
 func RateLimitPath(dir string) string { return filepath.Join(StateDir(dir), "ratelimit.db") }

@@ -35,18 +35,29 @@ func Load(path string) (*Document, error) {
 	return d, nil
 }
 
-// WriteFile writes d to path atomically: a temporary file in the same
-// directory, fsync, rename over path, fsync of the directory. An existing
+// WriteFile writes d to path atomically (WriteFileAtomic). An existing
 // file keeps its permission bits; a new one is 0644.
 func WriteFile(path string, d *Document) error {
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
 	}
+	if err := WriteFileAtomic(path, d.Marshal(), mode); err != nil {
+		return fmt.Errorf("write lockfile %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces path with data, durably: a temporary file in the
+// same directory with mode perm, fsync, rename over path, fsync of the
+// directory. A reader sees the old content or the new, never a mix; after a
+// crash, the old content or the new. The lockfile and the audit anchor
+// (kernel/audit) are written with it.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write lockfile %s: %w", path, err)
+		return err
 	}
 	done := false
 	defer func() {
@@ -55,28 +66,30 @@ func WriteFile(path string, d *Document) error {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := tmp.Write(d.Marshal()); err != nil {
-		return fmt.Errorf("write lockfile %s: %w", path, err)
+	if _, err := tmp.Write(data); err != nil {
+		return err
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		return fmt.Errorf("write lockfile %s: %w", path, err)
+	if err := tmp.Chmod(perm); err != nil {
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write lockfile %s: sync: %w", path, err)
+		return fmt.Errorf("sync: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write lockfile %s: %w", path, err)
+		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write lockfile %s: %w", path, err)
+		return err
 	}
 	done = true
-	if df, err := os.Open(dir); err == nil {
-		err = df.Sync()
-		df.Close()
-		if err != nil {
-			return fmt.Errorf("write lockfile %s: sync directory: %w", path, err)
-		}
+	df, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	err = df.Sync()
+	df.Close()
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
 	}
 	return nil
 }

@@ -50,11 +50,21 @@ func SealInput(d *Document) []byte {
 }
 
 // SealHash is the hex HMAC-SHA256 of SealInput under key.
-func SealHash(d *Document, key []byte) string {
+func SealHash(d *Document, key []byte) string { return MAC(key, SealInput(d)) }
+
+// MAC is the keyed seal itself: the lower-case hex HMAC-SHA256 of msg under
+// key. The lockfile seal and the audit anchor (kernel/audit) both use it with
+// the one seal key; their inputs cannot be taken for each other, since a
+// lockfile's is canonical JSON (it starts with "{") and the anchor's starts
+// with its own label.
+func MAC(key, msg []byte) string {
 	mac := hmac.New(sha256.New, key)
-	mac.Write(SealInput(d))
+	mac.Write(msg)
 	return hex.EncodeToString(mac.Sum(nil))
 }
+
+// MACEqual compares two hex MACs in constant time.
+func MACEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
 
 // Seal sets d's _agentnode_seal for key (replacing one that is there).
 // Call it after the last change to d.

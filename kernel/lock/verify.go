@@ -1,9 +1,6 @@
 package lock
 
-import (
-	"crypto/hmac"
-	"fmt"
-)
+import "fmt"
 
 // Status is the outcome of checking one part of a lockfile.
 type Status string
@@ -146,7 +143,7 @@ func (d *Document) verifySeal(key KeyFunc) PartReport {
 		return PartReport{Status: Mismatch, KeyID: id.Str,
 			Detail: fmt.Sprintf("sealed with another key, not this machine's (key_id %s)", mine)}
 	}
-	if !hmac.Equal([]byte(hash.Str), []byte(SealHash(d, k))) {
+	if !MACEqual(hash.Str, SealHash(d, k)) {
 		return PartReport{Status: Mismatch, KeyID: id.Str, Detail: "the lockfile changed after it was sealed"}
 	}
 	return PartReport{Status: Verified, KeyID: id.Str}
