@@ -51,8 +51,9 @@ func ownerOf(c *libcontainer.Container) string {
 }
 
 // reapOrphans kills and destroys the containers under the state root whose
-// owning plugin process is gone (it crashed or was killed mid-run, so no
-// one enforces their timeout any more), and proves each is cleaned up. It
+// owning plugin process is gone (it crashed or was killed mid-run, and its
+// reaper, which normally does this at once, was killed too), and proves
+// each is cleaned up. It
 // never touches a container whose owner is alive, or one it cannot load
 // (still being created, or not ours). It is run once when the plugin
 // starts, off the hot path.
