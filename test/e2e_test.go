@@ -209,6 +209,7 @@ func scriptParams(dir string) testscript.Params {
 			"llmserver": cmdLLMServer,
 			// tlsserver: egress_test.go.
 			"tlsserver": cmdTLSServer,
+			"orphan":    cmdOrphan, // orphan_test.go
 		},
 		RequireExplicitExec: false,
 	}

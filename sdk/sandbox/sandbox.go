@@ -89,9 +89,13 @@ type Spec struct {
 	Args       []string // argv inside the container
 	Env        []string // KEY=VALUE, already filtered by the host
 	Limits     Limits
-	// Timeout is the wall-clock limit of the process. The backend kills the
-	// process when it is exceeded and reports TimedOut. It travels in whole
-	// milliseconds, rounded up.
+	// Timeout is the wall-clock limit of the process, counted from just
+	// before the backend starts it. The backend kills the process when it
+	// is exceeded and reports TimedOut, and makes sure the process is
+	// killed even if the plugin dies or hangs (the bundled backends: a
+	// reaper, sdk/sandbox/reaper, or the engine's own timeout; see
+	// specs/sandbox/README.md). It travels in whole milliseconds, rounded
+	// up.
 	Timeout time.Duration
 	Network bool // false: loopback only
 	// EgressSocket is the host path of a unix socket, the only way out of

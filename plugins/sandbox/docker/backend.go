@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client/pkg/versions"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
 // MinAPIVersion is the oldest Engine API the backend accepts: 1.41 (Docker
@@ -46,6 +47,9 @@ type backend struct {
 	epErr        error    // a bad host file: every call fails
 	owner        string   // ownerLabel value: this process
 	dockerdPaths []string // replaced in tests
+	// reaper kills and removes a run's container should this process die
+	// mid-run, or hang past the run's deadline (sdk/sandbox/reaper).
+	reaper *reaper.Reaper
 
 	mu  sync.Mutex
 	cli *client.Client
@@ -61,7 +65,7 @@ func newBackend(log hclog.Logger, ep endpoint, epErr error) *backend {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	b := &backend{log: log, ep: ep, epErr: epErr, dockerdPaths: defaultDockerdPaths}
+	b := &backend{log: log, ep: ep, epErr: epErr, dockerdPaths: defaultDockerdPaths, reaper: reaper.New()}
 	if id, err := processOwner(os.Getpid()); err == nil {
 		b.owner = id
 	}

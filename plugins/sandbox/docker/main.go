@@ -19,7 +19,10 @@
 // it is then removed by force and proven gone: inspect by id and by name
 // both answer "no such container", no container carries the run's label,
 // and no mount or cgroup of it is left on the host. Only then does the run
-// report CleanupVerified.
+// report CleanupVerified. Before the start the run is armed with the
+// plugin's reaper (sdk/sandbox/reaper, this binary re-executed), which kills
+// and removes the container should the plugin die mid-run, and kills it
+// one second past its deadline should the plugin hang.
 //
 // # Which engine
 //
@@ -46,6 +49,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,6 +61,13 @@ const reapTimeout = 2 * time.Minute
 // info describes this plugin to the host.
 func info() plugin.Info {
 	return plugin.Info{Name: "docker", Kind: plugin.KindSandbox, Version: version}
+}
+
+// init makes a re-execution of this binary as the plugin's reaper
+// (sdk/sandbox/reaper) the reaper, and never returns then; test binaries of
+// this package included.
+func init() {
+	reaper.Serve(reapRun)
 }
 
 func main() {
@@ -74,6 +85,12 @@ func main() {
 	// Only when started by agentnode (Serve refuses anything else).
 	byHost := os.Getenv(plugin.Handshake.MagicCookieKey) == plugin.Handshake.MagicCookieValue
 	if epErr == nil && byHost {
+		go func() {
+			// The reaper, before the first run needs it.
+			if err := b.reaper.Start(); err != nil {
+				logger.Error("reaper not started", "error", err)
+			}
+		}()
 		go func() {
 			// Containers of an earlier plugin process that died mid-run.
 			ctx, cancel := context.WithTimeout(context.Background(), reapTimeout)

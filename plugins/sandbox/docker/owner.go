@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -111,4 +113,41 @@ func (b *backend) reapOrphans(ctx context.Context) (reaped int, err error) {
 		return reaped, fmt.Errorf("docker: orphaned containers: %w", errors.Join(errs...))
 	}
 	return reaped, nil
+}
+
+// reapTarget is what a run hands the plugin's reaper (sdk/sandbox/reaper):
+// the engine and the container.
+type reapTarget struct {
+	Host  string `json:"host"` // unix:///absolute/path of the engine socket
+	RunID string `json:"run_id"`
+	ID    string `json:"id"` // the container's full ID
+}
+
+// containerIDPattern is a container's full ID.
+var containerIDPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// reapRun is the reaper's Reap (it runs in the reaper process): kill the
+// run's container, and when final (the plugin is gone) remove it and prove
+// it gone, as Run would have. A container that is already gone is fine.
+func reapRun(_ context.Context, raw json.RawMessage, final bool) error {
+	var t reapTarget
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return fmt.Errorf("docker: reap target: %w", err)
+	}
+	if err := validateRunID(t.RunID); err != nil {
+		return fmt.Errorf("docker: reap target: %w", err)
+	}
+	if !containerIDPattern.MatchString(t.ID) {
+		return fmt.Errorf("docker: reap target: container id %q", t.ID)
+	}
+	ep, err := parseHost(t.Host, "reaper")
+	if err != nil {
+		return fmt.Errorf("docker: reap target: %w", err)
+	}
+	b := newBackend(nil, ep, nil)
+	b.kill(t.ID, t.RunID)
+	if !final {
+		return nil
+	}
+	return b.removeAndVerify(t.RunID, t.ID, "")
 }

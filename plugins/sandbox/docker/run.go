@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
 const (
@@ -106,8 +107,14 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	// From here on the container is always removed and its removal
 	// proven, also when anything below fails or panics.
 	var mergedDir string
+	var armed *reaper.Run
 	defer func() {
 		cleanErr := b.removeAndVerify(id, created.ID, mergedDir)
+		if cleanErr == nil {
+			// Proven gone. Otherwise the reaper keeps it and tries again
+			// when this process exits.
+			armed.Disarm()
+		}
 		switch {
 		case cleanErr != nil:
 			b.log.Error("container cleanup not verified", "run_id", id, "id", created.ID, "error", cleanErr)
@@ -139,13 +146,15 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := verifyCreated(cs, &inspected.Container); err != nil {
 		return nil, fmt.Errorf("docker: run %s: the engine did not store the hardened configuration, refusing to start it: %w", id, err)
 	}
-	return b.execute(ctx, cli, created.ID, req)
+	return b.execute(ctx, cli, created.ID, req, &armed)
 }
 
 // execute attaches to the created container, starts it and waits for it to
 // end, killing it on timeout, cancellation or an output failure. It returns
-// only after the output copier has finished.
-func (b *backend) execute(ctx context.Context, cli *client.Client, cid string, req *sandbox.RunRequest) (*sandbox.RunResponse, error) {
+// only after the output copier has finished. Before the start it arms the
+// plugin's reaper with the container (*armed; the caller disarms it once
+// the container is removed).
+func (b *backend) execute(ctx context.Context, cli *client.Client, cid string, req *sandbox.RunRequest, armed **reaper.Run) (*sandbox.RunResponse, error) {
 	id := req.RunID
 	// The attach stream and the wait outlive ctx: after a cancellation
 	// they still deliver the end of the run.
@@ -164,6 +173,23 @@ func (b *backend) execute(ctx context.Context, cli *client.Client, cid string, r
 	// Registered before the start, so the exit cannot be missed.
 	waited := cli.ContainerWait(bg, cid, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 
+	// Before the start, the reaper learns of the container: should this
+	// process die from here on, it is killed and removed at once, and
+	// should it hang, killed Grace after the deadline.
+	a, err := b.reaper.Arm(reapTarget{Host: b.ep.host, RunID: id, ID: cid}, req.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("docker: run %s: %w", id, err)
+	}
+	*armed = a
+	// The timeout counts from here, before the start, as the reaper's
+	// deadline does.
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+
 	startCtx, cancelStart := context.WithTimeout(ctx, callTimeout)
 	_, err = cli.ContainerStart(startCtx, cid, client.ContainerStartOptions{})
 	cancelStart()
@@ -174,13 +200,6 @@ func (b *backend) execute(ctx context.Context, cli *client.Client, cid string, r
 		return nil, fmt.Errorf("docker: starting run %s: %w", id, err)
 	}
 	st.start()
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
 
 	resp := &sandbox.RunResponse{}
 	var cause error

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -427,5 +428,48 @@ func TestBinaryByHand(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "agentnode plugin") {
 		t.Fatalf("stderr %q", stderr.String())
+	}
+}
+
+// TestReapRun: the reaper's Reap (run in the reaper process when the plugin
+// died or hung) kills the armed container at its deadline without removing
+// it, and removes it and proves it gone once the plugin is gone.
+func TestReapRun(t *testing.T) {
+	e := testEnv(t)
+	id := newRunID(t, e, "reaprun")
+	created, err := e.cli.ContainerCreate(t.Context(), client.ContainerCreateOptions{
+		Name:   namePrefix + id,
+		Config: &container.Config{Image: e.img.ConfigDigest, Cmd: []string{"sleep", "1000"}, Labels: map[string]string{runLabel: id}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cli.ContainerStart(t.Context(), created.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target, err := json.Marshal(reapTarget{Host: e.host, RunID: id, ID: created.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reapRun(t.Context(), target, false); err != nil {
+		t.Fatalf("reapRun(final=false) = %v", err)
+	}
+	got, err := e.cli.ContainerInspect(t.Context(), created.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatalf("a non-final reap removed the container: %v", err)
+	}
+	if st := got.Container.State; st == nil || st.Running || st.ExitCode != 137 {
+		t.Fatalf("after the deadline reap the container is %+v, want killed (137)", st)
+	}
+	if err := reapRun(t.Context(), target, true); err != nil {
+		t.Fatalf("reapRun(final=true) = %v", err)
+	}
+	assertGone(t, e, id)
+	if err := reapRun(t.Context(), target, true); err != nil {
+		t.Fatalf("reapRun of a removed container = %v", err)
+	}
+	bad, _ := json.Marshal(reapTarget{Host: "tcp://example:2375", RunID: id, ID: created.ID})
+	if err := reapRun(t.Context(), bad, true); err == nil {
+		t.Fatal("a tcp:// engine was accepted")
 	}
 }

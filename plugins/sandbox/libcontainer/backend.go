@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 	"github.com/agentnode/agentnode/sdk/sandbox/stdiopipe"
 )
 
@@ -58,6 +59,9 @@ type backend struct {
 	owner        string      // ownerLabel value: this process
 	mntNS        string      // this process's mount namespace at start
 	warming      atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
+	// reaper kills and destroys a run's container should this process
+	// die mid-run, or hang past the run's deadline (sdk/sandbox/reaper).
+	reaper *reaper.Reaper
 
 	rootOnce sync.Once
 	rootErr  error
@@ -69,7 +73,7 @@ func newBackend(log hclog.Logger) *backend {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid}
+	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid, reaper: reaper.New()}
 	if id, err := processID(os.Getpid()); err == nil {
 		b.owner = id
 	}
@@ -262,8 +266,14 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	// From here on the container is always destroyed and its removal
 	// proven, also when execute fails or panics.
 	var pipes *stdiopipe.Pipes
+	var armed *reaper.Run
 	defer func() {
 		cleanErr := b.destroyAndVerify(container, id, rootfs, baseline)
+		if cleanErr == nil {
+			// Proven gone. Otherwise the reaper keeps it and tries
+			// again when this process exits.
+			armed.Disarm()
+		}
 		if pipes != nil {
 			if werr := pipes.Wait(ioGrace); werr != nil && err == nil {
 				err = werr
@@ -279,7 +289,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 			resp.CleanupVerified = true
 		}
 	}()
-	resp, pipes, err = b.execute(ctx, container, proc, req)
+	resp, pipes, armed, err = b.execute(ctx, container, proc, req)
 	return resp, err
 }
 
@@ -372,16 +382,32 @@ func (b *backend) ensureStateRoot() error {
 // end, killing it on timeout, cancellation or an output failure. It returns
 // the copiers still draining output; the caller waits for them after the
 // container is destroyed.
-func (b *backend) execute(ctx context.Context, container *libcontainer.Container, proc *libcontainer.Process, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdiopipe.Pipes, error) {
+func (b *backend) execute(ctx context.Context, container *libcontainer.Container, proc *libcontainer.Process, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdiopipe.Pipes, *reaper.Run, error) {
 	id := req.RunID
 	pipes, err := stdiopipe.New(req.Stdin, req.Stdout, req.Stderr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		return nil, nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
 	attachStdio(pipes, proc)
+	// Before the process starts, the reaper learns of it: should this
+	// process die from here on, the container is killed and destroyed at
+	// once, and should it hang, killed Grace after the deadline.
+	armed, err := b.reaper.Arm(reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: id, Owner: b.owner}, req.Timeout)
+	if err != nil {
+		pipes.Abort()
+		return nil, nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+	// The timeout counts from here, before the start, as the reaper's
+	// deadline does.
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
 	if err := container.Run(proc); err != nil {
 		pipes.Abort()
-		return nil, nil, fmt.Errorf("libcontainer: starting run %s: %w", id, err)
+		return nil, nil, armed, fmt.Errorf("libcontainer: starting run %s: %w", id, err)
 	}
 	pipes.Start()
 
@@ -394,13 +420,6 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 		st, err := proc.Wait()
 		done <- waited{st, err}
 	}()
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-
 	resp := &sandbox.RunResponse{}
 	var cause error
 	kill := func() {
@@ -431,12 +450,12 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 	pipes.CloseStdin()
 
 	if w.state == nil {
-		return nil, pipes, errors.Join(cause, fmt.Errorf("libcontainer: waiting for run %s: %w", id, w.err))
+		return nil, pipes, armed, errors.Join(cause, fmt.Errorf("libcontainer: waiting for run %s: %w", id, w.err))
 	}
 	ws, ok := w.state.Sys().(syscall.WaitStatus)
 	switch {
 	case !ok:
-		return nil, pipes, errors.Join(cause, fmt.Errorf("libcontainer: run %s: unexpected wait status %T", id, w.state.Sys()))
+		return nil, pipes, armed, errors.Join(cause, fmt.Errorf("libcontainer: run %s: unexpected wait status %T", id, w.state.Sys()))
 	case ws.Signaled():
 		resp.ExitCode = 128 + int(ws.Signal())
 		if ws.Signal() == unix.SIGKILL {
@@ -446,9 +465,9 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 		resp.ExitCode = ws.ExitStatus()
 	}
 	if cause != nil {
-		return nil, pipes, cause
+		return nil, pipes, armed, cause
 	}
-	return resp, pipes, nil
+	return resp, pipes, armed, nil
 }
 
 // destroyAndVerify destroys the container and proves nothing of it is left.

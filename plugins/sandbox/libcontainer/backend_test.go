@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -681,5 +682,73 @@ func TestCgroupV1Problem(t *testing.T) {
 	noSwap[1].VFSOptions = "rw,memory"
 	if p := cgroupV1Problem(noSwap); !strings.Contains(p, "swap accounting") {
 		t.Errorf("no memsw: %q", p)
+	}
+}
+
+// TestReapRun: the reaper's Reap (run in the reaper process when the plugin
+// died or hung) kills the armed container at its deadline without removing
+// it, destroys it and proves it gone once the plugin is gone, and never
+// touches a container of another owner (another plugin process, another
+// agentnode) that carries the same run id.
+func TestReapRun(t *testing.T) {
+	b, fx := setup(t)
+	id := newID(t, b, "reap")
+	config, proc, err := b.configure(spec(fx, id, "sleep", "1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ensureStateRoot(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := libcontainer.Create(b.stateRoot, id, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(proc); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { _, err := proc.Wait(); waited <- err }()
+	target := func(owner string) json.RawMessage {
+		raw, err := json.Marshal(reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: id, Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+
+	// Another owner: untouched, final or not.
+	for _, final := range []bool{false, true} {
+		if err := reapRun(t.Context(), target("2147483647:1"), final); err != nil {
+			t.Fatalf("reapRun(other owner, final=%v) = %v", final, err)
+		}
+	}
+	if st, err := c.Status(); err != nil || st != libcontainer.Running {
+		t.Fatalf("another owner's reap touched the container: %v, %v", st, err)
+	}
+
+	// The deadline: killed, not removed.
+	if err := reapRun(t.Context(), target(b.owner), false); err != nil {
+		t.Fatalf("reapRun(final=false) = %v", err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(60 * time.Second): // a safety net, not a bound
+		t.Fatal("the container's process still runs")
+	}
+	if _, err := os.Stat(filepath.Join(b.stateRoot, id, "state.json")); err != nil {
+		t.Fatalf("a non-final reap removed the container: %v", err)
+	}
+
+	// The plugin is gone: destroyed and proven gone; again is a no-op.
+	if err := reapRun(t.Context(), target(b.owner), true); err != nil {
+		t.Fatalf("reapRun(final=true) = %v", err)
+	}
+	assertNoLeftovers(t, b, fx, id)
+	if err := reapRun(t.Context(), target(b.owner), true); err != nil {
+		t.Fatalf("reapRun of a destroyed container = %v", err)
+	}
+	if err := reapRun(t.Context(), json.RawMessage(`{"id":"../x","state_root":"/","cgroup_parent":"/","owner":"1:1"}`), true); err == nil {
+		t.Fatal("a malformed target was accepted")
 	}
 }

@@ -12,7 +12,10 @@
 // container's bootstrap process: the nsenter constructor (C, before the Go
 // runtime starts) joins and creates the namespaces, and init below hands
 // over to libcontainer.Init, which sets the container up and execs the tool.
-// That path never reaches plugin code and never returns.
+// That path never reaches plugin code and never returns. Re-executed as
+// "<argv0> agentnode-sandbox-reaper" it is the plugin's reaper
+// (sdk/sandbox/reaper), which kills and destroys a run's container should
+// the plugin die mid-run or hang past the run's deadline.
 //
 // It must be built with cgo and -tags seccomp, and it needs root. Like every
 // bundled plugin it imports only sdk/ (plus third-party modules).
@@ -29,6 +32,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,6 +61,9 @@ func init() {
 		os.Exit(255)
 	}
 	runtime.LockOSThread()
+	// Re-executed as this plugin's reaper (sdk/sandbox/reaper): never
+	// returns then.
+	reaper.Serve(reapRun)
 }
 
 // info describes this plugin to the host.
@@ -70,6 +77,12 @@ func main() {
 	b := newBackend(logger)
 	// The host starts this plugin when it is about to run something.
 	b.warmCgroupLock()
+	go func() {
+		// The reaper, before the first run needs it.
+		if err := b.reaper.Start(); err != nil {
+			logger.Error("reaper not started", "error", err)
+		}
+	}()
 	go func() {
 		// Containers of an earlier plugin process that died mid-run.
 		if _, err := b.reapOrphans(); err != nil {

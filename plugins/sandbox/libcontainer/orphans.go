@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -48,8 +51,9 @@ func ownerOf(c *libcontainer.Container) string {
 }
 
 // reapOrphans kills and destroys the containers under the state root whose
-// owning plugin process is gone (it crashed or was killed mid-run, so no
-// one enforces their timeout any more), and proves each is cleaned up. It
+// owning plugin process is gone (it crashed or was killed mid-run, and its
+// reaper, which normally does this at once, was killed too), and proves
+// each is cleaned up. It
 // never touches a container whose owner is alive, or one it cannot load
 // (still being created, or not ours). It is run once when the plugin
 // starts, off the hot path.
@@ -76,29 +80,79 @@ func (b *backend) reapOrphans() (reaped int, err error) {
 			continue
 		}
 		b.log.Warn("destroying a container orphaned by a dead plugin process", "run_id", id, "owner", owner)
-		_ = c.Signal(unix.SIGKILL)
-		// The init is no longer our child: wait for it to die rather
-		// than for a wait status.
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if st, _ := c.Status(); st == libcontainer.Stopped {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		// Mounts of a container live in its own mount namespace; what is
-		// mounted at its rootfs on the host now is the host's business.
-		rootfs := c.Config().Rootfs
-		baseline, err := countMountsUnder(rootfs)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := b.destroyAndVerify(c, id, rootfs, baseline); err != nil {
+		if err := b.reapContainer(c, id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		reaped++
 	}
 	return reaped, errors.Join(errs...)
+}
+
+// reapContainer kills container c (run id), whose plugin process is gone,
+// waits for it to stop, destroys it and proves it gone.
+func (b *backend) reapContainer(c *libcontainer.Container, id string) error {
+	_ = c.Signal(unix.SIGKILL)
+	// The init is no longer our child: wait for it to die rather
+	// than for a wait status.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, _ := c.Status(); st == libcontainer.Stopped {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Mounts of a container live in its own mount namespace; what is
+	// mounted at its rootfs on the host now is the host's business.
+	rootfs := c.Config().Rootfs
+	baseline, err := countMountsUnder(rootfs)
+	if err != nil {
+		return err
+	}
+	return b.destroyAndVerify(c, id, rootfs, baseline)
+}
+
+// reapTarget is what a run hands the plugin's reaper (sdk/sandbox/reaper):
+// where its container lives and which plugin process owns it.
+type reapTarget struct {
+	StateRoot    string `json:"state_root"`
+	CgroupParent string `json:"cgroup_parent"`
+	ID           string `json:"id"`
+	Owner        string `json:"owner"`
+}
+
+// reapRun is the reaper's Reap (it runs in the reaper process): kill the
+// run's container, and when final (the plugin is gone) destroy it and
+// prove it gone. A container that does not exist (never started, or
+// already destroyed) or that another plugin process owns is left alone.
+func reapRun(_ context.Context, raw json.RawMessage, final bool) error {
+	var t reapTarget
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return fmt.Errorf("libcontainer: reap target: %w", err)
+	}
+	if err := validateRunID(t.ID); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(t.StateRoot) || !filepath.IsAbs(t.CgroupParent) || t.Owner == "" {
+		return fmt.Errorf("libcontainer: reap target %q: incomplete", t.ID)
+	}
+	b := newBackend(nil)
+	b.stateRoot, b.cgroupParent = t.StateRoot, t.CgroupParent
+	c, err := libcontainer.Load(b.stateRoot, t.ID)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("libcontainer: loading %s: %w", t.ID, err)
+	}
+	if ownerOf(c) != t.Owner {
+		return nil // not the container that was armed
+	}
+	if !final {
+		if err := c.Signal(unix.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+			return fmt.Errorf("libcontainer: killing %s: %w", t.ID, err)
+		}
+		return nil
+	}
+	return b.reapContainer(c, t.ID)
 }

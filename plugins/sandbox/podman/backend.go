@@ -30,9 +30,6 @@ const (
 	// ioGrace is how long Run waits for its output copiers to drain after
 	// the container is gone before it closes the pipes under them.
 	ioGrace = 2 * time.Second
-	// backstopSlack is added to a run's timeout for conmon's own --timeout,
-	// which kills the container should this plugin die.
-	backstopSlack = 5 * time.Second
 )
 
 // backend implements sandbox.Backend with the podman CLI.
@@ -233,7 +230,14 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		seccompFile: e.seccompFile, cgroupParent: b.cgroupParent, autoRemove: rs.autoRemove,
 	}
 	if req.Timeout > 0 {
-		p.backstop = uint64((req.Timeout + backstopSlack + time.Second - 1) / time.Second)
+		// conmon's own --timeout kills the container even when this
+		// plugin, podman run and agentnode are all gone: the timeout in
+		// whole seconds, rounded up. conmon starts counting once it
+		// created the container, after this plugin's timer (which counts
+		// from podman run's start), so the plugin's kill normally comes
+		// first; glib fires conmon's timer up to 1 s late. A tool so
+		// orphaned lives at most ceil(timeout) + 1 s.
+		p.backstop = uint64((req.Timeout + time.Second - 1) / time.Second)
 	}
 	args, err := runArgs(s, p)
 	if err != nil {
@@ -282,6 +286,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbox.RunResponse, string, error) {
 	id := rs.req.RunID
 	var timeout <-chan time.Time
+	started := time.Now()
 	if rs.req.Timeout > 0 {
 		t := time.NewTimer(rs.req.Timeout)
 		defer t.Stop()
@@ -292,6 +297,11 @@ func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbo
 	var werr error
 	select {
 	case werr = <-rs.done:
+		if rs.req.Timeout > 0 && time.Since(started) >= rs.req.Timeout {
+			// Ended at or past the deadline: conmon's backstop came
+			// before this plugin's timer (a plugin slowed down).
+			resp.TimedOut = true
+		}
 	case <-timeout:
 		resp.TimedOut = true
 		werr = b.kill(rs)
@@ -352,6 +362,9 @@ func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbo
 			return nil, cid, fmt.Errorf("podman: run %s: the container did not start (podman exited %d): %s", id, code, pipes.stderrTail())
 		}
 		code = exit
+	}
+	if resp.TimedOut && code == 255 {
+		code = 128 + int(syscall.SIGKILL) // conmon's backstop: its SIGKILL, recorded as -1
 	}
 	resp.ExitCode = code
 	if code == 128+int(syscall.SIGKILL) {
