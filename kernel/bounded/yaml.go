@@ -55,16 +55,23 @@ func YAML(data []byte, lim YAMLLimits) (token.Tokens, error) {
 // yamlTokenBound is an upper bound of len(lexer.Tokenize(data)). Every
 // token the lexer makes is an indicator (one of the bytes counted here),
 // a scalar, comment, tag or anchor name that starts right after one of them
-// or at the start of a line, or the empty content of a block scalar (after
-// its | or >): so at most two tokens per indicator byte plus a few per line.
+// or at the start of a line, a word of a directive (%YAML 1.2), or the
+// empty content of a block scalar (after its | or >): so at most two tokens
+// per indicator byte (or space in a directive) plus a few per line.
 func yamlTokenBound(data []byte) int {
 	n := 3
-	for _, c := range data {
+	directive := len(data) > 0 && data[0] == '%' // a directive's words are tokens
+	for i, c := range data {
 		switch c {
 		case '\n', '\r':
 			n += 3
-		case '[', ']', '{', '}', ',', ':', '-', '?', '!', '&', '*', '|', '>', '#', '\'', '"', '%', '@', '`', '<', '.', '\t', ' ':
+			directive = i+1 < len(data) && data[i+1] == '%'
+		case '[', ']', '{', '}', ',', ':', '-', '?', '!', '&', '*', '|', '>', '#', '\'', '"', '%', '@', '`', '<', '.', '\t':
 			n += 2
+		case ' ':
+			if directive {
+				n += 2
+			}
 		}
 	}
 	return n
