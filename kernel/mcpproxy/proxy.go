@@ -33,7 +33,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // Decide is the decision hook: nil allows the call; an error refuses it
@@ -157,6 +159,9 @@ func objectArgs(raw json.RawMessage) (json.RawMessage, error) {
 	b := bytes.TrimSpace(raw)
 	if len(b) == 0 || string(b) == "null" {
 		return json.RawMessage(`{}`), nil
+	}
+	if err := bounded.JSONDepth(b, toolio.MaxInputDepth); err != nil {
+		return nil, fmt.Errorf("the arguments are %w", err)
 	}
 	if b[0] != '{' || !json.Valid(b) {
 		return nil, errors.New("the arguments must be a JSON object")
