@@ -13,7 +13,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -269,7 +268,7 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 			res = errorResult(fmt.Sprintf("error: internal error in agentnode: %v", p), nil)
 		}
 	}()
-	input, err := arguments(args)
+	input, err := toolio.Arguments(args)
 	if err != nil {
 		// Like `agentnode run --input '[1]'`: a usage error, decided before
 		// the pipeline, so nothing is audited.
@@ -293,30 +292,8 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 // (the go-sdk's IOTransport.MaxLineLength): a tools/call carries at most
 // toolio.MaxInput bytes of arguments, the rest of a message is small. The
 // go-sdk refuses messages nested deeper than 1000 levels before decoding
-// them; arguments are checked against toolio's bounds (arguments, and the
-// kernel's CheckInput).
+// them; arguments are checked against toolio's bounds (toolio.Arguments).
 const MaxFrame = toolio.MaxInput + 64<<10
-
-// arguments returns the tool input: absent or null is {}, anything else
-// must be a JSON object of at most toolio.MaxInput bytes, nested at most
-// toolio.MaxInputDepth deep (checked before it is decoded).
-func arguments(raw json.RawMessage) (json.RawMessage, error) {
-	b := bytes.TrimSpace(raw)
-	if len(b) == 0 || string(b) == "null" {
-		return json.RawMessage(`{}`), nil
-	}
-	if len(b) > toolio.MaxInput {
-		return nil, fmt.Errorf("the tool arguments are %d bytes, the limit is %d", len(b), toolio.MaxInput)
-	}
-	if err := bounded.JSONDepth(b, toolio.MaxInputDepth); err != nil {
-		return nil, fmt.Errorf("the tool arguments are %w", err)
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("the tool arguments must be a JSON object")
-	}
-	return json.RawMessage(b), nil
-}
 
 // toResult converts a kernel outcome. Text forms:
 //

@@ -151,6 +151,21 @@ func CheckInput(input json.RawMessage) error {
 	return nil
 }
 
+// Arguments returns the tool input of an MCP tools/call: absent or null
+// arguments are {}, anything else must pass CheckInput (one object, within
+// MaxInput and MaxInputDepth, checked before anything decodes it). Errors
+// are CheckInput's.
+func Arguments(raw json.RawMessage) (json.RawMessage, error) {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || string(b) == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	if err := CheckInput(b); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(b), nil
+}
+
 func checkToolName(tool string) error {
 	if tool == "" {
 		return fmt.Errorf("empty: %w", ErrToolName)

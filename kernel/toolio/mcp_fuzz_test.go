@@ -1,4 +1,4 @@
-package mcpserve
+package toolio
 
 import (
 	"encoding/json"
@@ -8,13 +8,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
-// FuzzMessage decodes an inbound MCP message as `mcp serve` does (the
-// go-sdk's jsonrpc.DecodeMessage, then the tools/call arguments through
-// arguments): it must never panic, and any arguments let through must be an
-// object within toolio's size and depth bounds.
+// FuzzMessage decodes an inbound MCP message as `agentnode mcp serve` does
+// (the go-sdk's jsonrpc.DecodeMessage, then the tools/call arguments
+// through Arguments): it must never panic, and any arguments let through
+// must be an object within the size and depth bounds.
 func FuzzMessage(f *testing.F) {
 	call := func(args string) []byte {
 		return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p__t","arguments":` + args + `}}`)
@@ -27,7 +26,8 @@ func FuzzMessage(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + strings.Repeat(`{"a":`, 900) + `1` + strings.Repeat(`}`, 901)))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > MaxFrame {
+		if len(data) > MaxInput+64<<10 { // kernel/mcpserve.MaxFrame
+
 			return
 		}
 		msg, err := jsonrpc.DecodeMessage(data)
@@ -44,11 +44,11 @@ func FuzzMessage(f *testing.F) {
 		if json.Unmarshal(req.Params, &params) != nil {
 			return
 		}
-		in, err := arguments(params.Arguments)
+		in, err := Arguments(params.Arguments)
 		if err != nil {
 			return
 		}
-		if len(in) > toolio.MaxInput || bounded.JSONDepth(in, toolio.MaxInputDepth) != nil {
+		if len(in) > MaxInput || bounded.JSONDepth(in, MaxInputDepth) != nil {
 			t.Fatalf("arguments %d bytes let through beyond the bounds", len(in))
 		}
 		var obj map[string]json.RawMessage
