@@ -81,7 +81,7 @@ func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
 		b, err := bounded.ReadFileFollow(file, toolio.MaxInput)
 		switch {
 		case errors.Is(err, bounded.ErrTooLarge):
-			return nil, reason.New(reason.InputDenied, "--input-file: %v (the input limit is %d bytes): %w", err, toolio.MaxInput, toolio.ErrInputTooLarge)
+			return nil, reason.New(reason.InputDenied, "--input-file %s is larger than the tool input limit of %d bytes: %w", file, toolio.MaxInput, toolio.ErrInputTooLarge)
 		case errors.Is(err, bounded.ErrNotRegular):
 			return nil, reason.New(reason.InputDenied, "--input-file must be a regular file: %w", err)
 		case err != nil:
