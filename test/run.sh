@@ -12,4 +12,13 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -tags 'seccomp egresstest' ./kernel/egress/... # test-only permitted destinations (kernel/egress)
+# The parsers of attacker-controlled input, each fuzzed for a few seconds
+# beyond its seeds (the hostile cases of test/attack). -fuzz takes one
+# package and one target per run; 8 targets x 5 s stays under a minute.
+for target in \
+  ./kernel/bounded:FuzzYAML ./kernel/bounded:FuzzJSONDepth \
+  ./kernel/manifest:FuzzParse ./kernel/config:FuzzLoad ./kernel/lock:FuzzParseValue \
+  ./kernel/toolio:FuzzCheckInput ./kernel/toolio:FuzzMessage ./kernel/toolio:FuzzDecodeResponse; do
+  go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-5s}" "${target%%:*}"
+done
 exec test/keyring.sh go test -race -count=1 -timeout 30m ./... "$@"

@@ -11,11 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )
 
 func init() {
@@ -129,7 +131,12 @@ func requireSetUp() (string, error) {
 func readAttestations(files []string) ([][]byte, error) {
 	var out [][]byte
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		// Attestations come with community packages: a regular file of at
+		// most attestation.MaxSize bytes, never a FIFO or device.
+		data, err := bounded.ReadFileFollow(f, attestation.MaxSize)
+		if errors.Is(err, bounded.ErrNotRegular) || errors.Is(err, bounded.ErrTooLarge) {
+			return nil, usageError("attestation %w", err)
+		}
 		if err != nil {
 			return nil, usageError("attestation %s: %w", f, errors.Unwrap(err))
 		}

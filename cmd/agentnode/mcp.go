@@ -74,7 +74,7 @@ func newMCPServeCmd() *cobra.Command {
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+			err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: mcpserve.MaxFrame})
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 				return fail(cmd, false, fmt.Errorf("mcp serve: %w", err))
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,11 +15,13 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 func init() { register(newRunCmd) }
@@ -57,19 +60,31 @@ func newRunCmd() *cobra.Command {
 	return cmd
 }
 
-// readInput returns the tool input, which must be a JSON object.
+// readInput returns the tool input, which must be a JSON object. A file
+// (or stdin) holding more than toolio.MaxInput bytes, and a --input-file
+// that is not a regular file (a FIFO, /dev/zero: read without a bound they
+// would block or grow without end), are refused with input_denied before
+// anything else is read.
 func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
 	var data []byte
 	switch {
 	case file == "-":
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20+1))
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, toolio.MaxInput+1))
 		if err != nil {
 			return nil, usageError("read input from stdin: %v", err)
 		}
+		if len(b) > toolio.MaxInput {
+			return nil, reason.New(reason.InputDenied, "the input on stdin is larger than %d bytes: %w", toolio.MaxInput, toolio.ErrInputTooLarge)
+		}
 		data = b
 	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
+		b, err := bounded.ReadFileFollow(file, toolio.MaxInput)
+		switch {
+		case errors.Is(err, bounded.ErrTooLarge):
+			return nil, reason.New(reason.InputDenied, "--input-file %s is larger than the tool input limit of %d bytes: %w", file, toolio.MaxInput, toolio.ErrInputTooLarge)
+		case errors.Is(err, bounded.ErrNotRegular):
+			return nil, reason.New(reason.InputDenied, "--input-file must be a regular file: %w", err)
+		case err != nil:
 			return nil, usageError("read --input-file: %v", err)
 		}
 		data = b
@@ -77,6 +92,9 @@ func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
 		data = []byte(input)
 	default:
 		data = []byte("{}")
+	}
+	if err := bounded.JSONDepth(data, toolio.MaxInputDepth); err != nil {
+		return nil, reason.New(reason.InputDenied, "the tool input is %v: %w", err, toolio.ErrInputTooDeep)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,9 +16,11 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/trust/attestation"
@@ -135,17 +136,13 @@ const maxManifestSize = 1 << 20
 
 func readPackageHeader(dir string) (packageHeader, error) {
 	path := filepath.Join(dir, "agentnode.yaml")
-	f, err := os.Open(path)
+	data, err := bounded.ReadFile(path, maxManifestSize)
 	if err != nil {
 		return packageHeader{}, fmt.Errorf("read package manifest: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxManifestSize+1))
-	if err != nil {
-		return packageHeader{}, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxManifestSize {
-		return packageHeader{}, fmt.Errorf("%s is larger than %d bytes", path, maxManifestSize)
+	// The YAML decoder recurses: bound the document first, as Load does.
+	if _, err := bounded.YAML(data, bounded.YAMLLimits{MaxDepth: manifest.MaxDepth, MaxTokens: manifest.MaxTokens}); err != nil {
+		return packageHeader{}, fmt.Errorf("parse %s: %w", path, err)
 	}
 	var h packageHeader
 	if err := yaml.Unmarshal(data, &h); err != nil {

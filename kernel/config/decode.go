@@ -8,13 +8,20 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
 // decodeStrict parses one JSON value into the generic form the schema
 // validator takes (map[string]any, []any, json.Number, string, bool, nil).
 // Unlike encoding/json it refuses duplicate object keys, naming the key, and
-// trailing data. Errors carry a position or a dotted key, never file content.
+// trailing data, and (before decoding, which recurses once per level) a
+// document nested deeper than MaxDepth. Errors carry a position or a dotted
+// key, never file content.
 func decodeStrict(data []byte) (any, error) {
+	if err := bounded.JSONDepth(data, MaxDepth); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := decodeValue(dec, nil)

@@ -15,12 +15,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
 // MaxFileSize bounds config.json; a larger file is refused unread.
-const MaxFileSize = 1 << 20
+// MaxDepth bounds its nesting (the deepest key, guard.rate_limits.PKG.burst,
+// is at depth 4); a deeper file is refused before it is parsed.
+const (
+	MaxFileSize = 1 << 20
+	MaxDepth    = 64
+)
 
 // KV is one dotted key and its effective value.
 type KV struct {
@@ -335,13 +341,19 @@ func (c *Config) generic() (any, error) {
 // anything that is not a single JSON value without duplicate keys
 // (config_invalid).
 func readDoc(path string) (doc any, data []byte, err error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK, then fstat: a FIFO (or device) in place of the file is
+	// refused at once instead of blocking every command. A symlink is
+	// followed (see writeAtomic); what it leads to must be a regular file.
+	f, err := bounded.OpenFollow(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, &reason.Error{
 			Code: reason.NotSetUp,
 			Msg:  fmt.Sprintf("agentnode is not set up: run `agentnode setup` (no config at %s)", path),
 			Err:  err,
 		}
+	}
+	if errors.Is(err, bounded.ErrNotRegular) {
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %w", err) // "config PATH is a FIFO: ..."
 	}
 	if err != nil {
 		return nil, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
@@ -350,9 +362,6 @@ func readDoc(path string) (doc any, data []byte, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is not a regular file", path)
 	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o022 != 0 {
 		return nil, nil, reason.New(reason.ConfigInvalid, "config %s is writable by group or others (mode %04o): check its contents, then run chmod 600 %s", path, fi.Mode().Perm(), path)

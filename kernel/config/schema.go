@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
+	"math/big"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -86,10 +89,37 @@ func sortProblems(ps []problem) []problem {
 	return slices.CompactFunc(ps, func(a, b problem) bool { return a == b })
 }
 
-// semanticProblems checks what the schema cannot: trust key ids are unique
-// and each public key decodes to 32 bytes.
+// Lower bounds of the sandbox limits beyond the schema's: a memory ceiling
+// below MinMemory kills any runtime before the tool starts, and a /tmp
+// below MinTmpSize is no file system at all.
+const (
+	MinMemory  = 16 << 20
+	MinTmpSize = 1 << 20
+)
+
+// semanticProblems checks what the schema cannot: integers are written
+// without a fraction or exponent (JSON Schema counts 256.0 as an integer),
+// sizes are at least their minimum in bytes, trust key ids are unique and
+// each public key decodes to 32 bytes.
 func semanticProblems(doc any) []problem {
 	var ps []problem
+	if st, err := loadSchema(); err == nil {
+		integerProblems(st, st.doc, doc, nil, &ps)
+	}
+	for _, sz := range []struct {
+		key  string
+		min  int64
+		name string
+	}{{"memory", MinMemory, "16m"}, {"tmp_size", MinTmpSize, "1m"}} {
+		v, _ := lookupPath(doc, []string{"sandbox", "limits", sz.key})
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		if n, err := ParseSize(s); err == nil && n < sz.min {
+			ps = append(ps, problem{"sandbox.limits." + sz.key, fmt.Sprintf("%q is %s, below the minimum %s (%s)", s, humanBytes(n), sz.name, humanBytes(sz.min))})
+		}
+	}
 	keys, _ := lookupPath(doc, []string{"trust", "keys"})
 	arr, _ := keys.([]any)
 	seen := map[string]int{}
@@ -106,6 +136,54 @@ func semanticProblems(doc any) []problem {
 		}
 	}
 	return ps
+}
+
+// integerProblems reports the values at integer keys (schema node) of v
+// that are written with a fraction or an exponent, like "pids": 256.0:
+// JSON Schema accepts them, the config's integer fields cannot hold them.
+func integerProblems(st *schemaState, node map[string]any, v any, path []string, ps *[]problem) {
+	node = resolve(st, node)
+	switch v := v.(type) {
+	case json.Number:
+		if t, _ := node["type"].(string); t == "integer" && strings.ContainsAny(string(v), ".eE") {
+			msg := fmt.Sprintf("%s is not an integer: write integers without a fraction or exponent", v)
+			if f, err := v.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				msg += fmt.Sprintf(" (%d)", int64(f))
+			}
+			*ps = append(*ps, problem{dotted(path), msg})
+		}
+	case map[string]any:
+		props, _ := node["properties"].(map[string]any)
+		extra, _ := node["additionalProperties"].(map[string]any)
+		for k, x := range v {
+			child, _ := props[k].(map[string]any)
+			if child == nil {
+				child = extra
+			}
+			if child != nil {
+				integerProblems(st, child, x, append(path[:len(path):len(path)], k), ps)
+			}
+		}
+	case []any:
+		if items, _ := node["items"].(map[string]any); items != nil {
+			for i, x := range v {
+				integerProblems(st, items, x, append(path[:len(path):len(path)], "["+strconv.Itoa(i)+"]"), ps)
+			}
+		}
+	}
+}
+
+// humanBytes renders n bytes in the largest binary unit that divides it.
+func humanBytes(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 var printer = message.NewPrinter(language.English)
@@ -166,8 +244,25 @@ func describe(k jsonschema.ErrorKind) string {
 		return fmt.Sprintf("must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
 	case *kind.Pattern:
 		return fmt.Sprintf("%q does not match %s", k.Got, k.Want)
+	case *kind.Minimum:
+		return fmt.Sprintf("%s is below the minimum %s", rat(k.Got), rat(k.Want))
+	case *kind.ExclusiveMinimum:
+		return fmt.Sprintf("%s must be more than %s", rat(k.Got), rat(k.Want))
+	case *kind.Maximum:
+		return fmt.Sprintf("%s is above the maximum %s", rat(k.Got), rat(k.Want))
+	case *kind.ExclusiveMaximum:
+		return fmt.Sprintf("%s must be less than %s", rat(k.Got), rat(k.Want))
 	}
 	return k.LocalizedString(printer)
+}
+
+// rat renders a number of a schema error as JSON would write it.
+func rat(r *big.Rat) string {
+	if r.IsInt() {
+		return r.RatString()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func show(v any) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -58,6 +59,11 @@ func stageArtifact(_ context.Context, st *state) error {
 		return reason.New(reason.PolicyDenied, "package %s has no tool %q", pkg.ID, st.req.Tool)
 	}
 	st.tool = tool
+	// Before anything reads the input (the schema check, the inspectors):
+	// its size, encoding and nesting are bounded.
+	if err := toolio.CheckInput(st.req.Input); err != nil {
+		return err
+	}
 	st.actions = policy.Classify(policy.ClassifyInput{
 		ToolName:           tool.Name,
 		DeclaredAction:     tool.ActionType,

@@ -32,6 +32,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
 // Settle is how long before hashing a file must have last changed for its
@@ -83,10 +85,14 @@ func (c *Cache) load() {
 	}
 }
 
+// maxFileSize bounds the cache file read (an entry is ~150 bytes).
+const maxFileSize = 64 << 20
+
 // Read returns the entries of the cache file at path by file name; nil
 // when it cannot be read.
 func Read(path string) map[string]Entry {
-	data, err := os.ReadFile(path)
+	// A state file: no symlink, no FIFO or device (kernel/bounded).
+	data, err := bounded.ReadFile(path, maxFileSize)
 	if err != nil {
 		return nil
 	}

@@ -214,6 +214,7 @@ func FuzzParseValue(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(strings.Repeat(`{"a":`, 80000) + `1` + strings.Repeat(`}`, 80000))) // the attack suite's depth
 	f.Add(specBlock(f, "lockfile"))
 	f.Add(bigLockfile(f, 2))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
@@ -240,32 +240,25 @@ func LoadCached(dir string, cache *verdict.Cache) (*Manifest, error) {
 	return m, nil
 }
 
-// readFile reads the manifest, refusing symlinks, non-regular files and
-// files over MaxSize. On error it also returns a message without the path.
+// readFile reads the manifest, refusing symlinks, non-regular files (a
+// FIFO never blocks the open) and files over MaxSize (kernel/bounded). On
+// error it also returns a message without the path.
 func readFile(file string) ([]byte, string, error) {
-	fi, err := os.Lstat(file)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, "not found: a package directory must contain " + FileName, err
+	data, err := bounded.ReadFile(file, MaxSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "not found: a package directory must contain " + FileName, err
+	case errors.Is(err, bounded.ErrNotRegular):
+		fi, lerr := os.Lstat(file)
+		if lerr != nil {
+			return nil, "cannot read: " + pathless(lerr), err
 		}
+		err := fmt.Errorf("manifest must be a regular file, not %s: %w", describeMode(fi.Mode()), err)
+		return nil, fmt.Sprintf("manifest must be a regular file, not %s", describeMode(fi.Mode())), err
+	case errors.Is(err, bounded.ErrTooLarge):
+		return nil, fmt.Sprintf("manifest is larger than %d bytes", MaxSize), err
+	case err != nil:
 		return nil, "cannot read: " + pathless(err), err
-	}
-	if !fi.Mode().IsRegular() {
-		err := fmt.Errorf("manifest must be a regular file, not %s", describeMode(fi.Mode()))
-		return nil, err.Error(), err
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, "cannot read: " + pathless(err), err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, "cannot read: " + pathless(err), err
-	}
-	if len(data) > MaxSize {
-		err := fmt.Errorf("manifest is larger than %d bytes", MaxSize)
-		return nil, err.Error(), err
 	}
 	return data, "", nil
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/specs"
 )
 
@@ -31,11 +32,19 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external schema references are not allowed: %s", url)
 }
 
+// MaxSchemaDepth bounds the nesting of a schema CompileSchema compiles
+// (the compiler recurses once per level).
+const MaxSchemaDepth = 64
+
 // CompileSchema compiles doc, a JSON Schema document (JSON text), with
 // draft 2020-12 as the default dialect and every external $ref refused.
 // Regular expressions in it use Go's RE2 syntax. Use it for tools'
-// input_schema and output_schema.
+// input_schema and output_schema. A schema nested deeper than
+// MaxSchemaDepth is refused (bounded.ErrTooDeep) before it is parsed.
 func CompileSchema(doc []byte) (*jsonschema.Schema, error) {
+	if err := bounded.JSONDepth(doc, MaxSchemaDepth); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
 	return compileAt("mem:///schema.json", doc)
 }
 

@@ -21,7 +21,6 @@
 package mcpproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // Decide is the decision hook: nil allows the call; an error refuses it
@@ -133,9 +133,9 @@ func (p *Proxy) Call(ctx context.Context, tool string, args json.RawMessage) (*m
 		}
 		return nil, reason.New(reason.PolicyDenied, "tool %q: %w", tool, ErrNotDeclared)
 	}
-	args, err := objectArgs(args)
+	args, err := toolio.Arguments(args)
 	if err != nil {
-		return nil, reason.New(reason.InputDenied, "tool %q: %w", tool, err)
+		return nil, fmt.Errorf("tool %q: %w", tool, err) // input_denied
 	}
 	if p.decide != nil {
 		if err := p.decide(ctx, tool, args); err != nil {
@@ -150,18 +150,6 @@ func (p *Proxy) Call(ctx context.Context, tool string, args json.RawMessage) (*m
 		return nil, fmt.Errorf("mcpproxy: tools/call %s: %w", srv, err)
 	}
 	return res, nil
-}
-
-// objectArgs returns args as a JSON object: absent or null is {}.
-func objectArgs(raw json.RawMessage) (json.RawMessage, error) {
-	b := bytes.TrimSpace(raw)
-	if len(b) == 0 || string(b) == "null" {
-		return json.RawMessage(`{}`), nil
-	}
-	if b[0] != '{' || !json.Valid(b) {
-		return nil, errors.New("the arguments must be a JSON object")
-	}
-	return json.RawMessage(b), nil
 }
 
 // Refusal is the MCP form of a refused or failed Call: a tool error

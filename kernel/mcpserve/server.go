@@ -17,6 +17,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // Options configure a Server.
@@ -267,7 +268,7 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 			res = errorResult(fmt.Sprintf("error: internal error in agentnode: %v", p), nil)
 		}
 	}()
-	input, err := arguments(args)
+	input, err := toolio.Arguments(args)
 	if err != nil {
 		// Like `agentnode run --input '[1]'`: a usage error, decided before
 		// the pipeline, so nothing is audited.
@@ -287,19 +288,12 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	return toResult(out, runErr)
 }
 
-// arguments returns the tool input: absent or null is {}, anything else
-// must be a JSON object.
-func arguments(raw json.RawMessage) (json.RawMessage, error) {
-	b := bytes.TrimSpace(raw)
-	if len(b) == 0 || string(b) == "null" {
-		return json.RawMessage(`{}`), nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("the tool arguments must be a JSON object")
-	}
-	return json.RawMessage(b), nil
-}
+// MaxFrame bounds one inbound JSON-RPC message of `agentnode mcp serve`
+// (the go-sdk's IOTransport.MaxLineLength): a tools/call carries at most
+// toolio.MaxInput bytes of arguments, the rest of a message is small. The
+// go-sdk refuses messages nested deeper than 1000 levels before decoding
+// them; arguments are checked against toolio's bounds (toolio.Arguments).
+const MaxFrame = toolio.MaxInput + 64<<10
 
 // toResult converts a kernel outcome. Text forms:
 //

@@ -128,7 +128,7 @@ func TestServeRefusesWithoutSetup(t *testing.T) {
 	}
 	for _, bad := range []any{"a string", []int{1, 2}, 7, json.RawMessage(`"x"`)} {
 		r := call(t, cs, "alpha-pack__echo", bad)
-		if !r.IsError || !strings.Contains(text(r), "bad arguments: the tool arguments must be a JSON object") {
+		if !r.IsError || !strings.Contains(text(r), "bad arguments: toolio: input must be a JSON object") {
 			t.Fatalf("arguments %v: isError=%v %q", bad, r.IsError, text(r))
 		}
 	}

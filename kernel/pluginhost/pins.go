@@ -1,6 +1,7 @@
 package pluginhost
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/plugin"
@@ -38,6 +40,9 @@ type pinValue struct {
 // PinsPath returns the path of pins.json for an agentnode home.
 func PinsPath(homeDir string) string { return filepath.Join(home.PluginsDir(homeDir), PinsFile) }
 
+// maxPinsSize bounds pins.json (a few hundred bytes per pinned plugin).
+const maxPinsSize = 1 << 20
+
 // loadPins reads pins.json. A missing file is an empty set. A file that is
 // malformed, or writable by group or others, is an ErrPluginUnpinned error:
 // no plugin can be verified against it.
@@ -47,7 +52,8 @@ func loadPins(homeDir string) (map[string]pinValue, error) {
 		return pins, nil
 	}
 	path := PinsPath(homeDir)
-	f, err := os.Open(path)
+	// A state file: no symlink, and a FIFO or device fails at once.
+	f, err := bounded.Open(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return pins, nil
 	}
@@ -62,7 +68,11 @@ func loadPins(homeDir string) (map[string]pinValue, error) {
 	if fi.Mode().Perm()&0o022 != 0 {
 		return nil, reason.New(reason.PluginUnpinned, "plugin pins %s are writable by group or others (mode %v); refusing to trust them", path, fi.Mode().Perm())
 	}
-	dec := json.NewDecoder(f)
+	data, err := bounded.ReadAll(f, maxPinsSize)
+	if err != nil {
+		return nil, reason.New(reason.PluginUnpinned, "read plugin pins: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&pins); err != nil {
 		return nil, reason.New(reason.PluginUnpinned, "plugin pins %s are malformed: %w", path, err)

@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -258,15 +259,18 @@ func (s *Store) open(timeout time.Duration, readOnly bool, openFile func(string,
 // openExisting is bbolt's OpenFile: it never creates the file (create does,
 // atomically) and refuses anything but a non-empty regular file.
 func openExisting(name string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+	// O_NOFOLLOW|O_NONBLOCK, then fstat (kernel/bounded): a symlink,
+	// FIFO or device there fails at once.
+	f, err := bounded.Open(name, flag&^os.O_CREATE, perm)
 	if err != nil {
+		if errors.Is(err, bounded.ErrNotRegular) {
+			err = &fs.PathError{Op: "open", Path: name, Err: err}
+		}
 		return nil, err
 	}
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-	case !fi.Mode().IsRegular():
-		err = &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (%s)", fi.Mode().Type())}
 	case fi.Size() == 0:
 		err = &fs.PathError{Op: "open", Path: name, Err: errEmptyFile}
 	}

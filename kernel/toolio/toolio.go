@@ -34,6 +34,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -41,6 +42,10 @@ import (
 const (
 	// MaxInput bounds the tool input document passed to EncodeRequest.
 	MaxInput = 1 << 20
+	// MaxInputDepth bounds the nesting of the tool input (objects and
+	// arrays; {"a":[1]} is 2 levels): the schema validation and the
+	// inspectors walk it recursively.
+	MaxInputDepth = 128
 	// MaxOutput bounds a tool's stdout, that is the response document.
 	MaxOutput = 4 << 20
 	// MaxStderr bounds how much of a tool's stderr is kept for the run log.
@@ -51,6 +56,8 @@ const (
 var (
 	// ErrInputTooLarge: the input is larger than MaxInput bytes.
 	ErrInputTooLarge = errors.New("tool input too large")
+	// ErrInputTooDeep: the input nests deeper than MaxInputDepth.
+	ErrInputTooDeep = errors.New("tool input nested too deeply")
 	// ErrInputNotObject: the input is not one valid JSON object.
 	ErrInputNotObject = errors.New("tool input is not a JSON object")
 	// ErrToolName: the tool name is empty, not UTF-8 or has control characters.
@@ -99,18 +106,8 @@ func EncodeRequest(tool string, input json.RawMessage) ([]byte, error) {
 	if err := checkToolName(tool); err != nil {
 		return nil, reason.New(reason.InputDenied, "toolio: tool %q: %w", tool, err)
 	}
-	if len(input) > MaxInput {
-		return nil, reason.New(reason.InputDenied, "toolio: input is %d bytes, the limit is %d: %w",
-			len(input), MaxInput, ErrInputTooLarge)
-	}
-	if !utf8.Valid(input) {
-		return nil, reason.New(reason.InputDenied, "toolio: input is not valid UTF-8: %w", ErrInputNotObject)
-	}
-	if !json.Valid(input) {
-		return nil, reason.New(reason.InputDenied, "toolio: input is not valid JSON: %w", ErrInputNotObject)
-	}
-	if b := bytes.TrimLeft(input, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return nil, reason.New(reason.InputDenied, "toolio: input must be a JSON object: %w", ErrInputNotObject)
+	if err := CheckInput(input); err != nil {
+		return nil, err
 	}
 	name, err := json.Marshal(tool)
 	if err != nil {
@@ -126,6 +123,47 @@ func EncodeRequest(tool string, input json.RawMessage) ([]byte, error) {
 	}
 	buf.WriteString("}\n")
 	return buf.Bytes(), nil
+}
+
+// CheckInput checks a tool input the way EncodeRequest does: one JSON
+// object of at most MaxInput bytes in valid UTF-8, nested at most
+// MaxInputDepth deep (checked before anything decodes it). The kernel runs
+// it before anything else reads the input. Every error wraps
+// reason.ErrInputDenied and one of ErrInputTooLarge, ErrInputTooDeep or
+// ErrInputNotObject.
+func CheckInput(input json.RawMessage) error {
+	if len(input) > MaxInput {
+		return reason.New(reason.InputDenied, "toolio: input is %d bytes, the limit is %d: %w",
+			len(input), MaxInput, ErrInputTooLarge)
+	}
+	if !utf8.Valid(input) {
+		return reason.New(reason.InputDenied, "toolio: input is not valid UTF-8: %w", ErrInputNotObject)
+	}
+	if err := bounded.JSONDepth(input, MaxInputDepth); err != nil {
+		return reason.New(reason.InputDenied, "toolio: input %v: %w", err, ErrInputTooDeep)
+	}
+	if !json.Valid(input) {
+		return reason.New(reason.InputDenied, "toolio: input is not valid JSON: %w", ErrInputNotObject)
+	}
+	if b := bytes.TrimLeft(input, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return reason.New(reason.InputDenied, "toolio: input must be a JSON object: %w", ErrInputNotObject)
+	}
+	return nil
+}
+
+// Arguments returns the tool input of an MCP tools/call: absent or null
+// arguments are {}, anything else must pass CheckInput (one object, within
+// MaxInput and MaxInputDepth, checked before anything decodes it). Errors
+// are CheckInput's.
+func Arguments(raw json.RawMessage) (json.RawMessage, error) {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || string(b) == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	if err := CheckInput(b); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(b), nil
 }
 
 func checkToolName(tool string) error {
