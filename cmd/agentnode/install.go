@@ -15,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/verdict"
 )
 
@@ -89,7 +90,7 @@ func newInstallCmd() *cobra.Command {
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s %s\n", res.PackageID, res.Version, res.ArtifactHash)
+			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s %s\n", res.PackageID, termsafe.Line(res.Version), res.ArtifactHash)
 			return nil
 		},
 	}
@@ -240,8 +241,9 @@ func newListCmd() *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PACKAGE\tVERSION\tTYPE\tRUNTIME\tARTIFACT HASH\tINSTALLED")
 				for _, e := range entries {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.PackageID, e.Version, e.PackageType, e.Runtime,
-						e.ArtifactHash, e.InstalledAt.Local().Format(time.RFC3339))
+					l := termsafe.Line // the store's metadata and manifests, as installed
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l(e.PackageID), l(e.Version), l(e.PackageType), l(e.Runtime),
+						l(e.ArtifactHash), e.InstalledAt.Local().Format(time.RFC3339))
 				}
 				if err := tw.Flush(); err != nil {
 					return err

@@ -12,6 +12,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -350,7 +351,7 @@ func stagePrompt(_ context.Context, st *state) error {
 		return reason.New(reason.PolicyPrompt, "approval required (%s) but agentnode is not interactive", st.denyWhy)
 	}
 	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
-		joinActions(st.actions), st.res.Trust, termSafe(st.denyWhy))
+		joinActions(st.actions), st.res.Trust, termsafe.Line(st.denyWhy))
 	yes, err := st.k.Ask(q)
 	if err != nil {
 		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)
