@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/termsafe"
+	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -59,6 +62,9 @@ func stageArtifact(_ context.Context, st *state) error {
 		return reason.New(reason.PolicyDenied, "package %s has no tool %q", pkg.ID, st.req.Tool)
 	}
 	st.tool = tool
+	if err := checkInput(pkg, st.req.Input); err != nil {
+		return err
+	}
 	st.actions = policy.Classify(policy.ClassifyInput{
 		ToolName:           tool.Name,
 		DeclaredAction:     tool.ActionType,
@@ -79,6 +85,20 @@ func stageArtifact(_ context.Context, st *state) error {
 		st.k.Plugins.Prestart(plugin.KindSandbox, st.set.backend)
 	}
 	return s.Verify(pkg)
+}
+
+// checkInput refuses, before the decision, an input the tool could not be
+// given (toolio.CheckInput: not one JSON object in valid UTF-8, or too
+// large): such a request is denied (input_denied), never allowed and then
+// failed. An mcp_server call with no input is called with {} (executeMCP).
+func checkInput(pkg *store.Package, input json.RawMessage) error {
+	if pkg.Manifest.PackageType == manifest.TypeMCPServer && len(bytes.TrimSpace(input)) == 0 {
+		return nil
+	}
+	if err := toolio.CheckInput(input); err != nil {
+		return reason.New(reason.InputDenied, "tool input: %w", err)
+	}
+	return nil
 }
 
 // mayRunOnHost reports whether any attestation of the package claims a tier

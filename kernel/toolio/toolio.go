@@ -90,6 +90,28 @@ func (r Response) MarshalJSON() ([]byte, error) {
 	}{false, r.Error})
 }
 
+// CheckInput checks a tool input as EncodeRequest does: one JSON object of
+// at most MaxInput bytes in valid UTF-8. The dispatch pipeline checks it
+// before its decision, so a bad input is refused, never allowed first.
+// Every error wraps reason.ErrInputDenied and ErrInputTooLarge or
+// ErrInputNotObject.
+func CheckInput(input json.RawMessage) error {
+	if len(input) > MaxInput {
+		return reason.New(reason.InputDenied, "toolio: input is %d bytes, the limit is %d: %w",
+			len(input), MaxInput, ErrInputTooLarge)
+	}
+	if !utf8.Valid(input) {
+		return reason.New(reason.InputDenied, "toolio: input is not valid UTF-8: %w", ErrInputNotObject)
+	}
+	if !json.Valid(input) {
+		return reason.New(reason.InputDenied, "toolio: input is not valid JSON: %w", ErrInputNotObject)
+	}
+	if b := bytes.TrimLeft(input, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return reason.New(reason.InputDenied, "toolio: input must be a JSON object: %w", ErrInputNotObject)
+	}
+	return nil
+}
+
 // EncodeRequest returns the request document for tool with input, compacted
 // onto one line and terminated by a newline. input must be one JSON object of
 // at most MaxInput bytes (measured as given, before compaction) in valid
@@ -99,18 +121,8 @@ func EncodeRequest(tool string, input json.RawMessage) ([]byte, error) {
 	if err := checkToolName(tool); err != nil {
 		return nil, reason.New(reason.InputDenied, "toolio: tool %q: %w", tool, err)
 	}
-	if len(input) > MaxInput {
-		return nil, reason.New(reason.InputDenied, "toolio: input is %d bytes, the limit is %d: %w",
-			len(input), MaxInput, ErrInputTooLarge)
-	}
-	if !utf8.Valid(input) {
-		return nil, reason.New(reason.InputDenied, "toolio: input is not valid UTF-8: %w", ErrInputNotObject)
-	}
-	if !json.Valid(input) {
-		return nil, reason.New(reason.InputDenied, "toolio: input is not valid JSON: %w", ErrInputNotObject)
-	}
-	if b := bytes.TrimLeft(input, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return nil, reason.New(reason.InputDenied, "toolio: input must be a JSON object: %w", ErrInputNotObject)
+	if err := CheckInput(input); err != nil {
+		return nil, err
 	}
 	name, err := json.Marshal(tool)
 	if err != nil {
