@@ -348,6 +348,19 @@ func TestResolve(t *testing.T) {
 			data, _ := os.ReadFile(p)
 			writeFile(t, p, bytes.Replace(data, []byte(`"schemaVersion":2`), []byte(`"schemaVersion":2 `), 1))
 		}, want: reason.ErrImageDigestMismatch},
+		{name: "corrupt index", tamper: func(t *testing.T, h string, img *Image) {
+			writeFile(t, filepath.Join(img.Layout, "index.json"), []byte(`{"schemaVersion":2,"manifests":[{"mediaType":`))
+		}, want: reason.ErrImageDigestMismatch, substr: "index.json"},
+		{name: "index without the image", tamper: func(t *testing.T, h string, img *Image) {
+			p := filepath.Join(img.Layout, "index.json")
+			data, _ := os.ReadFile(p)
+			writeFile(t, p, bytes.Replace(data, []byte(strings.TrimPrefix(img.ManifestDigest, "sha256:")), []byte(strings.Repeat("ab", 32)), 1))
+		}, want: reason.ErrImageDigestMismatch, substr: "does not list"},
+		{name: "missing index", tamper: func(t *testing.T, h string, img *Image) {
+			if err := os.Remove(filepath.Join(img.Layout, "index.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: reason.ErrSandboxUnavailable, substr: ImageMissing},
 		{name: "tampered config", tamper: func(t *testing.T, h string, img *Image) {
 			p := blobPath(img.Layout, strings.TrimPrefix(img.ConfigDigest, "sha256:"))
 			data, _ := os.ReadFile(p)
