@@ -35,7 +35,7 @@ func TestNewKeepsCause(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	want := map[Code]int{NotSetUp: 2, ConfigInvalid: 2, PolicyDenied: 3, PluginUnavailable: 3, Timeout: 1}
+	want := map[Code]int{NotSetUp: 2, ConfigInvalid: 2, PolicyDenied: 3, PluginUnavailable: 3, Timeout: 1, KilledMemory: 1}
 	for c, w := range want {
 		if c.ExitCode() != w {
 			t.Errorf("%s exit = %d, want %d", c, c.ExitCode(), w)
@@ -48,7 +48,7 @@ func TestExitCodes(t *testing.T) {
 		}
 		seen[c] = true
 	}
-	if len(Codes) != 24 {
-		t.Errorf("CONTRACT.md has 24 codes, Codes has %d", len(Codes))
+	if len(Codes) != 25 {
+		t.Errorf("there are 25 codes (CONTRACT.md's 24 and killed_memory), Codes has %d", len(Codes))
 	}
 }
