@@ -1,15 +1,19 @@
 package test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 // TestAttack runs the attack suite: one script per attack in attack/*.txtar,
@@ -70,5 +74,34 @@ func cmdBounded(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if rssMiB > maxMiB {
 		ts.Fatalf("%s peaked at %d MiB resident, over the bound %d MiB", args[0], rssMiB, maxMiB)
+	}
+}
+
+// jsonlines FILE checks FILE (stdout, stderr or a file of the script):
+// every non-empty line is one valid JSON document, and no line carries a
+// character a terminal acts on (termsafe.Unsafe: control, C1, bidi and
+// other format characters) or a byte that is not UTF-8 — --json output
+// must be exact JSON and harmless on a terminal.
+func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: jsonlines FILE")
+	}
+	n := 0
+	for i, line := range strings.Split(ts.ReadFile(args[0]), "\n") {
+		if line == "" {
+			continue
+		}
+		n++
+		if !json.Valid([]byte(line)) {
+			ts.Fatalf("%s line %d is not JSON: %q", args[0], i+1, line)
+		}
+		for _, r := range line {
+			if r == 0xfffd || termsafe.Unsafe(r) {
+				ts.Fatalf("%s line %d carries %U: %q", args[0], i+1, r, line)
+			}
+		}
+	}
+	if n == 0 {
+		ts.Fatalf("%s holds no JSON", args[0])
 	}
 }

@@ -202,9 +202,10 @@ func scriptParams(dir string) testscript.Params {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"mountro": cmdMountRO,
-			// bounded: attack_test.go.
-			"bounded": cmdBounded,
-			"status":  cmdStatus,
+			// bounded, jsonlines: attack_test.go.
+			"bounded":   cmdBounded,
+			"jsonlines": cmdJSONLines,
+			"status":    cmdStatus,
 			// llmserver: llmserver_test.go.
 			"llmserver": cmdLLMServer,
 			// tlsserver: egress_test.go.

@@ -11,6 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 func init() { register(newAuditCmd) }
@@ -85,29 +86,34 @@ every record. A missing log shows nothing. Records are not checked here: use 'ag
 // formatRecord renders a record on one line:
 //
 //	42 2026-01-02T03:04:05.678Z decision deny acme-tools@1.4.2 rm action=delete trust=verified placement=none code=policy_denied reason="..."
+//
+// Every field is escaped (termsafe.Line; the reason is quoted): a record
+// holds what packages, tools and plugins said, and the log may have been
+// edited.
 func formatRecord(r audit.Record) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s %s %s", r.Seq, r.TS.UTC().Format("2006-01-02T15:04:05.000Z"), r.Event, r.Decision)
+	l := termsafe.Line
+	fmt.Fprintf(&b, "%d %s %s %s", r.Seq, r.TS.UTC().Format("2006-01-02T15:04:05.000Z"), l(r.Event), l(r.Decision))
 	if r.Package != "" || r.Tool != "" {
 		pkg := r.Package
 		if r.Version != "" {
 			pkg += "@" + r.Version
 		}
-		fmt.Fprintf(&b, " %s %s", pkg, r.Tool)
+		fmt.Fprintf(&b, " %s %s", l(pkg), l(r.Tool))
 	}
 	if r.Action != "" {
-		fmt.Fprintf(&b, " action=%s", r.Action)
+		fmt.Fprintf(&b, " action=%s", l(r.Action))
 	}
 	if r.Trust != "" {
-		fmt.Fprintf(&b, " trust=%s", r.Trust)
+		fmt.Fprintf(&b, " trust=%s", l(r.Trust))
 	}
 	placement := r.Placement
 	if r.Backend != "" {
 		placement += "/" + r.Backend
 	}
-	fmt.Fprintf(&b, " placement=%s", placement)
+	fmt.Fprintf(&b, " placement=%s", l(placement))
 	if r.Code != "" {
-		fmt.Fprintf(&b, " code=%s", r.Code)
+		fmt.Fprintf(&b, " code=%s", l(r.Code))
 	}
 	if r.ExitCode != nil {
 		fmt.Fprintf(&b, " exit=%d", *r.ExitCode)
@@ -213,13 +219,13 @@ unsealed one.`,
 func printVerifyReport(w io.Writer, rep *audit.Report) {
 	defer func() {
 		for _, warn := range rep.Warnings {
-			fmt.Fprintf(w, "  warning: %s\n", warn)
+			fmt.Fprintf(w, "  warning: %s\n", termsafe.Line(warn))
 		}
 	}()
 	if !rep.OK {
-		fmt.Fprintf(w, "audit log BROKEN at seq %d: %s: %s\n", rep.FirstBadSeq, rep.Problem, rep.Detail)
+		fmt.Fprintf(w, "audit log BROKEN at seq %d: %s: %s\n", rep.FirstBadSeq, rep.Problem, termsafe.Line(rep.Detail))
 		if rep.File != "" {
-			fmt.Fprintf(w, "  in %s line %d; %d records before it verified\n", rep.File, rep.Line, rep.Records)
+			fmt.Fprintf(w, "  in %s line %d; %d records before it verified\n", termsafe.Line(rep.File), rep.Line, rep.Records)
 		} else {
 			fmt.Fprintf(w, "  the chain itself verified: %d records\n", rep.Records)
 		}

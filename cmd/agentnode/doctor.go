@@ -15,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
@@ -76,7 +77,7 @@ func newDoctorCmd() *cobra.Command {
 					if !c.OK {
 						mark = "FAIL"
 					}
-					line := fmt.Sprintf("%s %-22s %s", mark, c.Name, c.Detail)
+					line := fmt.Sprintf("%s %-22s %s", mark, termsafe.Line(c.Name), termsafe.Line(c.Detail))
 					if c.Code != "" {
 						line += " [" + c.Code + "]"
 					}

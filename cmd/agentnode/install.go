@@ -16,6 +16,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/verdict"
 	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )
@@ -74,16 +75,17 @@ func newInstallCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			p, err := store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir))).InstallFrom(src, store.InstallOptions{Attestations: atts, SHA256: pin})
+			// The lockfile entry is written while the previous install is
+			// still kept aside: if it cannot be, the install is undone
+			// (store and lockfile change together or not at all).
+			p, err := store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir))).InstallFrom(src,
+				store.InstallOptions{Attestations: atts, SHA256: pin, Commit: func(p *store.Package) error { return lockfileInstall(lk, p) }})
 			if err != nil {
 				if badPackage(err) {
-					// A bad manifest, archive or pin is a usage error: exit 2,
-					// naming the file and the field or entry.
+					// A bad manifest, archive, content or pin is a usage
+					// error: exit 2, naming the file and the field or entry.
 					return fail(cmd, jsonOut, &failure{exit: reason.ExitUsage, err: err})
 				}
-				return fail(cmd, jsonOut, err)
-			}
-			if err := lockfileInstall(lk, p); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			res := installResult{PackageID: p.ID, Version: p.Version, ArtifactHash: p.ArtifactHash,
@@ -91,7 +93,7 @@ func newInstallCmd() *cobra.Command {
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s %s\n", res.PackageID, res.Version, res.ArtifactHash)
+			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s %s\n", res.PackageID, termsafe.Line(res.Version), res.ArtifactHash)
 			return nil
 		},
 	}
@@ -102,11 +104,14 @@ func newInstallCmd() *cobra.Command {
 }
 
 // badPackage reports whether an install error is about what was given
-// (manifest, archive, caps, pin) rather than about the machine.
+// (manifest, archive, content, caps, pin) rather than about the machine. A
+// directory's content is refused with the same errors as an archive's
+// (symlinks out of the package, special files), so both exit 2.
 func badPackage(err error) bool {
 	var me *manifest.Error
 	return errors.As(err, &me) || errors.Is(err, store.ErrBadArchive) || errors.Is(err, store.ErrTooLarge) ||
-		errors.Is(err, store.ErrPinMismatch) || errors.Is(err, store.ErrBadPin)
+		errors.Is(err, store.ErrPinMismatch) || errors.Is(err, store.ErrBadPin) ||
+		errors.Is(err, store.ErrLinkEscape) || errors.Is(err, store.ErrSpecialFile)
 }
 
 // requireSetUp returns AGENTNODE_HOME once agentnode is set up: installing
@@ -247,8 +252,9 @@ func newListCmd() *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PACKAGE\tVERSION\tTYPE\tRUNTIME\tARTIFACT HASH\tINSTALLED")
 				for _, e := range entries {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.PackageID, e.Version, e.PackageType, e.Runtime,
-						e.ArtifactHash, e.InstalledAt.Local().Format(time.RFC3339))
+					l := termsafe.Line // the store's metadata and manifests, as installed
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l(e.PackageID), l(e.Version), l(e.PackageType), l(e.Runtime),
+						l(e.ArtifactHash), e.InstalledAt.Local().Format(time.RFC3339))
 				}
 				if err := tw.Flush(); err != nil {
 					return err

@@ -243,16 +243,18 @@ func lockfileUpdater() (*lock.Updater, error) {
 	return u, nil
 }
 
-// lockfileInstall adds or replaces p's entry. Install claims nothing about
-// trust: trust_level is left out (trust is decided at run time by the
-// trust plugin; a trust_level in the lockfile can only lower it).
+// lockfileInstall adds or replaces p's entry; install calls it before it
+// keeps the package (store.InstallOptions.Commit), so a failure leaves
+// nothing installed. Install claims nothing about trust: trust_level is
+// left out (trust is decided at run time by the trust plugin; a
+// trust_level in the lockfile can only lower it).
 func lockfileInstall(u *lock.Updater, p *store.Package) error {
 	e, err := lock.EntryFor(p, lock.EntryInfo{Source: lock.SourceLocal})
 	if err != nil {
-		return reason.New(reason.LockfileError, "installed %s, but its lockfile entry could not be built: %w", p.ID, err)
+		return reason.New(reason.LockfileError, "%s not installed: its lockfile entry could not be built: %w", p.ID, err)
 	}
 	if err := u.Put(p.ID, e); err != nil {
-		return reason.New(reason.LockfileError, "installed %s, but the lockfile was not updated: %w", p.ID, err)
+		return reason.New(reason.LockfileError, "%s not installed: the lockfile was not updated: %w", p.ID, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -48,8 +49,13 @@ func useDefaultGC() {
 	}
 }
 
-// execute runs the CLI and returns the process exit code.
+// execute runs the CLI and returns the process exit code. Everything the
+// commands print goes through termsafe: control characters, C1 and bidi
+// controls and invalid UTF-8 in what tools, manifests, plugins or audit
+// records said are escaped, never passed to the terminal (mcp serve's
+// protocol stream is the exception: mcpStdio unwraps it).
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stdout, stderr = termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -62,7 +68,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var f *failure
 	if errors.As(err, &f) {
 		if !f.printed {
-			fmt.Fprintf(stderr, "agentnode: %v\n", f.err)
+			fmt.Fprintf(stderr, "agentnode: %s\n", termsafe.Text(f.err.Error()))
 		}
 		return f.exit
 	}

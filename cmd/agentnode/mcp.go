@@ -20,6 +20,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/mcpserve"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 func init() { register(newMCPCmd) }
@@ -88,9 +89,17 @@ func newMCPServeCmd() *cobra.Command {
 // fd 1 a copy of stderr: plugin processes (go-plugin hands them our stdin)
 // and anything else that inherits or writes to fds 0 and 1 can neither read
 // the client's requests nor corrupt the stream.
+//
+// The stream is the one output not escaped by termsafe (execute): it is
+// JSON-RPC for a program, and encoding/json already escapes control
+// characters in it.
 func mcpStdio(cmd *cobra.Command) (io.ReadCloser, io.WriteCloser, error) {
-	if cmd.InOrStdin() != os.Stdin || cmd.OutOrStdout() != os.Stdout {
-		return io.NopCloser(cmd.InOrStdin()), nopWriteCloser{cmd.OutOrStdout()}, nil
+	stdout := cmd.OutOrStdout()
+	if t, ok := stdout.(*termsafe.Writer); ok {
+		stdout = t.Unwrap()
+	}
+	if cmd.InOrStdin() != os.Stdin || stdout != os.Stdout {
+		return io.NopCloser(cmd.InOrStdin()), nopWriteCloser{stdout}, nil
 	}
 	inFD, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
@@ -190,7 +199,8 @@ func printMCPStatus(w io.Writer, st *mcpStatus, setupErr error) error {
 			if action == "" {
 				action = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Package, t.Version, action)
+			l := termsafe.Line // from the installed manifests
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l(t.Name), l(t.Package), l(t.Version), l(action))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -210,13 +220,13 @@ func printMCPStatus(w io.Writer, st *mcpStatus, setupErr error) error {
 			if s.Code != "" {
 				code = " [" + s.Code + "]"
 			}
-			fmt.Fprintf(w, "  %s: %s%s\n", what, s.Reason, code)
+			fmt.Fprintf(w, "  %s: %s%s\n", termsafe.Line(what), termsafe.Line(s.Reason), code)
 		}
 	}
 	if len(st.Problems) > 0 {
 		fmt.Fprintln(w, "\nunreadable packages (refused):")
 		for _, p := range st.Problems {
-			fmt.Fprintf(w, "  %s\n", p)
+			fmt.Fprintf(w, "  %s\n", termsafe.Line(p))
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,13 +9,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
-// writeJSON prints v as one line of JSON.
+// writeJSON prints v as one line of JSON. encoding/json escapes the C0
+// controls (ESC is \u001b); termsafe.JSON escapes what it leaves (DEL, C1
+// and bidi controls, invalid UTF-8 in a json.RawMessage) the same way, so
+// the document decodes to the same value and prints harmlessly.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termsafe.JSON(buf.Bytes()))
+	return err
 }
 
 // refusal is the JSON shape of a refusal (specs/cli.md, Reason codes).
@@ -44,9 +54,9 @@ func fail(cmd *cobra.Command, jsonOut bool, err error) error {
 		}
 		_ = writeJSON(cmd.OutOrStdout(), refusal{Decision: "deny", Code: c, Reason: err.Error()})
 	} else if code != "" {
-		fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: %v [%s]\n", err, code)
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: %s [%s]\n", termsafe.Text(err.Error()), code)
 	} else {
-		fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: %v\n", err)
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: %s\n", termsafe.Text(err.Error()))
 	}
 	return &failure{exit: exit, err: err, printed: true}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
@@ -117,7 +118,7 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 		Environ:     os.Environ(),
 		Interactive: interactive,
 		Root:        os.Geteuid() == 0,
-		Warn:        os.Stderr,
+		Warn:        termsafe.NewWriter(os.Stderr),
 	}
 	if interactive {
 		k.Ask = askTTY
@@ -155,7 +156,7 @@ func askTTY(q string) (bool, error) {
 		return false, fmt.Errorf("open the terminal: %w", err)
 	}
 	defer tty.Close()
-	if _, err := fmt.Fprint(tty, q); err != nil {
+	if _, err := fmt.Fprint(tty, termsafe.Line(q)); err != nil {
 		return false, err
 	}
 	line, err := bufio.NewReader(tty).ReadString('\n')
@@ -169,12 +170,20 @@ func askTTY(q string) (bool, error) {
 	return false, nil
 }
 
+// printRun prints a run's outcome. Everything in it that a tool, a package
+// or a plugin chose (the tool's stderr, its error and result, the trust
+// level, reasons) is escaped by termsafe. The line of a failed request says
+// what failed: "deny:" for a refusal of the decision stages, "tool
+// failed:" when the tool ran and failed (timeout, killed for memory), and
+// "error:" when the allowed run could not be completed (sandbox cleanup
+// not proven, audit); a refusal never prints "allow".
 func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr error) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	code := reason.Code(res.Code)
 	if res.Stderr != "" {
-		fmt.Fprint(errw, res.Stderr)
-		if !strings.HasSuffix(res.Stderr, "\n") {
+		stderr := termsafe.Text(res.Stderr)
+		fmt.Fprint(errw, stderr)
+		if !strings.HasSuffix(stderr, "\n") {
 			fmt.Fprintln(errw)
 		}
 	}
@@ -183,30 +192,31 @@ func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr err
 	} else if res.DryRun {
 		fmt.Fprintf(out, "decision:  %s\nplacement: %s\n", res.Decision, res.Placement)
 		if res.Trust != "" {
-			fmt.Fprintf(out, "trust:     %s\n", res.Trust)
+			fmt.Fprintf(out, "trust:     %s\n", termsafe.Line(res.Trust))
 		}
 		if res.Backend != "" {
-			fmt.Fprintf(out, "backend:   %s\n", res.Backend)
+			fmt.Fprintf(out, "backend:   %s\n", termsafe.Line(res.Backend))
 		}
 		if len(res.Actions) > 0 {
+			actions := termsafe.Line(strings.Join(res.Actions, ", "))
 			if res.RiskBand != "" {
-				fmt.Fprintf(out, "actions:   %s (risk %d, %s)\n", strings.Join(res.Actions, ", "), res.Risk, res.RiskBand)
+				fmt.Fprintf(out, "actions:   %s (risk %d, %s)\n", actions, res.Risk, res.RiskBand)
 			} else {
 				// Refused before the policy stage scored it.
-				fmt.Fprintf(out, "actions:   %s\n", strings.Join(res.Actions, ", "))
+				fmt.Fprintf(out, "actions:   %s\n", actions)
 			}
 		}
 		if res.Code != "" {
-			fmt.Fprintf(out, "code:      %s\nreason:    %s\n", res.Code, res.Reason)
+			fmt.Fprintf(out, "code:      %s\nreason:    %s\n", res.Code, termsafe.Line(res.Reason))
 		}
 	}
 	if runErr != nil {
-		if !jsonOut && !res.DryRun {
-			fmt.Fprintf(errw, "agentnode: %s: %s [%s]\n", res.Decision, runErr, code)
-		}
 		exit := code.ExitCode()
 		if code == "" {
 			exit = reason.ExitFailed
+		}
+		if !jsonOut && !res.DryRun {
+			fmt.Fprintf(errw, "agentnode: %s: %s [%s]\n", outcomeWord(res, exit), termsafe.Text(runErr.Error()), code)
 		}
 		return &failure{exit: exit, err: runErr, printed: true}
 	}
@@ -215,13 +225,26 @@ func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr err
 	}
 	if !jsonOut {
 		if res.OK != nil && *res.OK {
-			fmt.Fprintln(out, string(res.Output))
+			fmt.Fprintln(out, string(termsafe.JSON(res.Output)))
 		} else {
-			fmt.Fprintf(errw, "agentnode: tool failed: %s\n", res.Error)
+			fmt.Fprintf(errw, "agentnode: tool failed: %s\n", termsafe.Line(res.Error))
 		}
 	}
 	if res.OK == nil || !*res.OK {
 		return exitWith(reason.ExitFailed)
 	}
 	return nil
+}
+
+// outcomeWord names what happened to a request that ended in an error:
+// refused by the decision ("deny"), run and failed ("tool failed", exit 1),
+// or allowed but not completed ("error").
+func outcomeWord(res *dispatch.Result, exit int) string {
+	switch {
+	case res.Decision != string(policy.Allow):
+		return string(policy.Deny)
+	case res.Ran && exit == reason.ExitFailed:
+		return "tool failed"
+	}
+	return "error"
 }

@@ -438,6 +438,9 @@ func executeAgent(ctx context.Context, st *state) error {
 		return reason.New(reason.Timeout, "agent %s was stopped at its wall clock of %s (%s)",
 			m.PackageID, s.lim.wallClock, s.lim.source)
 	}
+	if err := oomError(resp, "agent "+m.PackageID, st.set.limits); err != nil {
+		return err
+	}
 	switch {
 	case s.protoErr != nil:
 		st.res.Error = s.protoErr.Error()

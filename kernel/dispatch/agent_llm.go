@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
 )
@@ -209,7 +210,7 @@ func (s *agentSession) askLLM(providerName, why string) (bool, reason.Code, stri
 	}
 	if s.llmAnswer == nil {
 		q := fmt.Sprintf("Allow agent %s to make LLM calls with the credential of %s for this run (%s)? [y/N] ",
-			s.st.pkg.ID, providerName, why)
+			s.st.pkg.ID, providerName, termsafe.Line(why))
 		yes, err := k.Ask(q)
 		if err != nil {
 			return false, reason.PolicyPrompt, "prompt failed: " + err.Error()

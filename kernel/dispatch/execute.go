@@ -175,7 +175,27 @@ func runInSandbox(ctx context.Context, st *state, stdin []byte) (*toolRun, error
 	if resp.TimedOut {
 		return run, reason.New(reason.Timeout, "tool %s/%s timed out after %s", st.pkg.ID, st.tool.Name, st.set.timeout)
 	}
+	if err := oomError(resp, "tool "+st.pkg.ID+"/"+st.tool.Name, st.set.limits); err != nil {
+		return run, err
+	}
 	return run, nil
+}
+
+// oomError is the killed_memory error of a sandboxed run the kernel's OOM
+// killer ended (the backend's OOMKilled) and that did not succeed: the run
+// failed for its memory limit, not because its output was malformed. nil
+// otherwise (a run whose child was killed but that still exited 0 keeps its
+// own outcome).
+func oomError(resp *sandbox.RunResponse, what string, limits sandbox.Limits) error {
+	if !resp.OOMKilled || resp.ExitCode == 0 {
+		return nil
+	}
+	limit := "the sandbox's default memory limit"
+	if limits.MemoryBytes > 0 {
+		limit = fmt.Sprintf("its memory limit of %d MiB (sandbox.limits.memory)", limits.MemoryBytes>>20)
+	}
+	return reason.New(reason.KilledMemory, "%s was killed by the kernel for using more than %s (exit %d)",
+		what, limit, resp.ExitCode)
 }
 
 // errOutputLimit stops a backend's stdout stream at the protocol limit.

@@ -10,6 +10,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 func promptState(k *Kernel, why string) *state {
@@ -37,7 +38,7 @@ func TestPromptQuestionIsTerminalSafe(t *testing.T) {
 	if err := stagePrompt(context.Background(), st); !errors.Is(err, reason.ErrPolicyDenied) {
 		t.Fatalf("err = %v", err)
 	}
-	if strings.IndexFunc(asked, unsafeRune) >= 0 {
+	if strings.IndexFunc(asked, termsafe.Unsafe) >= 0 {
 		t.Fatalf("question carries control characters: %q", asked)
 	}
 	for _, want := range []string{`\r\x1b[2K\x1b[1A`, `\u202egnp.exe\u200b\a\b`, "Allow acme-pack/delete_x (delete, trust curated, ", "? [y/N] "} {
@@ -47,9 +48,6 @@ func TestPromptQuestionIsTerminalSafe(t *testing.T) {
 	}
 	if !strings.HasSuffix(asked, "? [y/N] ") {
 		t.Errorf("question does not end with the [y/N] prompt: %q", asked)
-	}
-	if got := termSafe("plain text, ümlauts and 日本語 stay"); got != "plain text, ümlauts and 日本語 stay" {
-		t.Errorf("termSafe changed printable text: %q", got)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/verdict"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
@@ -96,6 +97,11 @@ func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*sett
 		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits.tmp_size: %w", path, err)
 	}
 	s.limits = sandbox.Limits{MemoryBytes: mem, Pids: c.Sandbox.Limits.Pids, CPUs: c.Sandbox.Limits.CPUs, TmpBytes: tmp}
+	// What the backends' profile refuses is refused here, before the
+	// decision: a run is never allowed and then failed for its limits.
+	if err := profile.CheckLimits(s.limits); err != nil {
+		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits: %w", path, err)
+	}
 	if s.timeout <= 0 {
 		return nil, reason.New(reason.ConfigInvalid, "%s: sandbox.limits.timeout_seconds must be positive", path)
 	}

@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/plugin"
@@ -61,7 +64,7 @@ func stageArtifact(_ context.Context, st *state) error {
 	st.tool = tool
 	// Before anything reads the input (the schema check, the inspectors):
 	// its size, encoding and nesting are bounded.
-	if err := toolio.CheckInput(st.req.Input); err != nil {
+	if err := checkInput(pkg, st.req.Input); err != nil {
 		return err
 	}
 	st.actions = policy.Classify(policy.ClassifyInput{
@@ -84,6 +87,20 @@ func stageArtifact(_ context.Context, st *state) error {
 		st.k.Plugins.Prestart(plugin.KindSandbox, st.set.backend)
 	}
 	return s.Verify(pkg)
+}
+
+// checkInput refuses, before the decision, an input the tool could not be
+// given (toolio.CheckInput: not one JSON object in valid UTF-8, or too
+// large): such a request is denied (input_denied), never allowed and then
+// failed. An mcp_server call with no input is called with {} (executeMCP).
+func checkInput(pkg *store.Package, input json.RawMessage) error {
+	if pkg.Manifest.PackageType == manifest.TypeMCPServer && len(bytes.TrimSpace(input)) == 0 {
+		return nil
+	}
+	if err := toolio.CheckInput(input); err != nil {
+		return reason.New(reason.InputDenied, "tool input: %w", err)
+	}
+	return nil
 }
 
 // mayRunOnHost reports whether any attestation of the package claims a tier
@@ -356,7 +373,7 @@ func stagePrompt(_ context.Context, st *state) error {
 		return reason.New(reason.PolicyPrompt, "approval required (%s) but agentnode is not interactive", st.denyWhy)
 	}
 	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
-		joinActions(st.actions), st.res.Trust, termSafe(st.denyWhy))
+		joinActions(st.actions), st.res.Trust, termsafe.Line(st.denyWhy))
 	yes, err := st.k.Ask(q)
 	if err != nil {
 		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)

@@ -574,9 +574,15 @@ func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, erro
 }
 
 // addToIndex adds desc to index.json unless a descriptor with the same digest
-// and tag is there already.
+// and tag is there already. A corrupt index.json (Resolve refuses every
+// image of it) is replaced by an index of desc alone: building or pulling
+// again is how the layout is repaired, and the images it listed must be
+// built or pulled again too.
 func addToIndex(layoutDir string, desc v1.Descriptor) error {
 	idx, err := readIndex(layoutDir)
+	if errors.Is(err, errCorruptIndex) {
+		idx, err = &v1.IndexManifest{}, nil
+	}
 	if err != nil {
 		return err
 	}

@@ -132,9 +132,12 @@ func ParseRef(ref string) (repo, manifestHex string, err error) {
 	return m[1], m[2], nil
 }
 
-// Resolve is the check made before every sandboxed run. ref must be
-// name@sha256:<64 hex> and not the placeholder (else ErrImageUnpinned); the
-// manifest and config blobs must be in the layout (else ErrSandboxUnavailable,
+// Resolve is the check made before every sandboxed run, and the one
+// `agentnode doctor` makes. ref must be name@sha256:<64 hex> and not the
+// placeholder (else ErrImageUnpinned); the layout's index.json must be an
+// image index that lists the manifest (else ErrImageDigestMismatch; a
+// missing index is ErrSandboxUnavailable, "image_missing"), the manifest
+// and config blobs must be in the layout (else ErrSandboxUnavailable,
 // "image_missing") and hash to their digests, and the unpacked rootfs must
 // exist and hash to the tree hash recorded when it was unpacked (else
 // ErrImageDigestMismatch).
@@ -154,6 +157,9 @@ func Resolve(homeDir, ref string) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkIndexed(img.Layout, mhex); err != nil {
+		return nil, err
+	}
 	img.ConfigDigest = m.Config.Digest.String()
 	cfg, err := readConfig(img.Layout, m)
 	if err != nil {
@@ -163,6 +169,30 @@ func Resolve(homeDir, ref string) (*Image, error) {
 		return nil, err
 	}
 	return img, nil
+}
+
+// checkIndexed checks that the layout's index.json parses as an OCI image
+// index and lists the image manifest sha256:mhex. The index is not
+// content-addressed, so it cannot be hashed: it must parse and name the
+// pinned image, or the layout was damaged or edited (Status, a rebuild and
+// the load into Docker or Podman all read it).
+func checkIndexed(layoutDir, mhex string) error {
+	idx, err := readIndex(layoutDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return reason.New(reason.SandboxUnavailable, "%s: %w; run `agentnode sandbox build`", ImageMissing, err)
+	}
+	if err != nil {
+		return reason.New(reason.ImageDigestMismatch,
+			"%w: the image layout was modified; rebuild with `agentnode sandbox build`", err)
+	}
+	for _, d := range idx.Manifests {
+		if d.Digest.Algorithm == "sha256" && d.Digest.Hex == mhex && isImageManifest(d.MediaType) {
+			return nil
+		}
+	}
+	return reason.New(reason.ImageDigestMismatch,
+		"image index %s does not list the image manifest sha256:%s: the image layout was modified; rebuild with `agentnode sandbox build`",
+		filepath.Join(layoutDir, "index.json"), mhex)
 }
 
 // readVerified reads the blob hexDigest from the layout and checks that it
@@ -277,6 +307,9 @@ func isImageManifest(mt types.MediaType) bool {
 	return mt == types.OCIManifestSchema1 || mt == types.DockerManifestSchema2
 }
 
+// errCorruptIndex: index.json is not JSON of an image index.
+var errCorruptIndex = errors.New("not an image index")
+
 // readIndex reads index.json of the layout. A missing layout wraps
 // fs.ErrNotExist.
 func readIndex(layoutDir string) (*v1.IndexManifest, error) {
@@ -294,7 +327,7 @@ func readIndex(layoutDir string) (*v1.IndexManifest, error) {
 	}
 	var idx v1.IndexManifest
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("image index %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("image index %s: %w: %w", f.Name(), errCorruptIndex, err)
 	}
 	return &idx, nil
 }

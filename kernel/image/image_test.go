@@ -327,6 +327,10 @@ func TestResolve(t *testing.T) {
 		tamper func(t *testing.T, h string, img *Image)
 		want   error
 		substr string
+		// norebuild: skip the rebuild that must repair the damage (a
+		// build is slow under the race detector; the repair of the
+		// index is checked by "corrupt index").
+		norebuild bool
 	}{
 		{name: "ok", want: nil},
 		{name: "placeholder", ref: func(*Image) string { return DefaultName + "@" + zero }, want: reason.ErrImageUnpinned, substr: "agentnode sandbox build"},
@@ -348,6 +352,19 @@ func TestResolve(t *testing.T) {
 			data, _ := os.ReadFile(p)
 			writeFile(t, p, bytes.Replace(data, []byte(`"schemaVersion":2`), []byte(`"schemaVersion":2 `), 1))
 		}, want: reason.ErrImageDigestMismatch},
+		{name: "corrupt index", tamper: func(t *testing.T, h string, img *Image) {
+			writeFile(t, filepath.Join(img.Layout, "index.json"), []byte(`{"schemaVersion":2,"manifests":[{"mediaType":`))
+		}, want: reason.ErrImageDigestMismatch, substr: "index.json"},
+		{name: "index without the image", tamper: func(t *testing.T, h string, img *Image) {
+			p := filepath.Join(img.Layout, "index.json")
+			data, _ := os.ReadFile(p)
+			writeFile(t, p, bytes.Replace(data, []byte(strings.TrimPrefix(img.ManifestDigest, "sha256:")), []byte(strings.Repeat("ab", 32)), 1))
+		}, want: reason.ErrImageDigestMismatch, substr: "does not list", norebuild: true},
+		{name: "missing index", tamper: func(t *testing.T, h string, img *Image) {
+			if err := os.Remove(filepath.Join(img.Layout, "index.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: reason.ErrSandboxUnavailable, substr: ImageMissing, norebuild: true},
 		{name: "tampered config", tamper: func(t *testing.T, h string, img *Image) {
 			p := blobPath(img.Layout, strings.TrimPrefix(img.ConfigDigest, "sha256:"))
 			data, _ := os.ReadFile(p)
@@ -469,7 +486,7 @@ func TestResolve(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.substr) {
 				t.Errorf("error %q does not mention %q", err, tc.substr)
 			}
-			if tc.tamper != nil && tc.ref == nil {
+			if tc.tamper != nil && tc.ref == nil && !tc.norebuild {
 				// Building again repairs the image.
 				if again := build(t, h, bb); again.Ref != img.Ref {
 					t.Fatalf("rebuild gave %s", again.Ref)

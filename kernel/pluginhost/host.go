@@ -42,6 +42,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
@@ -74,7 +75,8 @@ type Options struct {
 }
 
 // DefaultLogger returns an hclog logger on stderr, quiet by default (warn);
-// AGENTNODE_LOG raises or lowers the level.
+// AGENTNODE_LOG raises or lowers the level. What plugins write to their
+// stderr is logged through it, escaped (kernel/termsafe).
 func DefaultLogger() hclog.Logger {
 	level := hclog.Warn
 	if v := os.Getenv(LogEnv); v != "" {
@@ -82,7 +84,7 @@ func DefaultLogger() hclog.Logger {
 			level = l
 		}
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "agentnode", Output: os.Stderr, Level: level})
+	return hclog.New(&hclog.LoggerOptions{Name: "agentnode", Output: termsafe.NewWriter(os.Stderr), Level: level})
 }
 
 // Host starts plugins on demand, caches one process per kind/name, and stops

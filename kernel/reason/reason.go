@@ -41,6 +41,9 @@ const (
 	MCPNotPreinstalled            Code = "mcp_not_preinstalled"
 	MCPUnpinned                   Code = "mcp_unpinned"
 	EgressDenied                  Code = "egress_denied"
+	// KilledMemory: the tool ran and was killed by the kernel for going
+	// past its memory limit (the sandbox's cgroup OOM killer).
+	KilledMemory Code = "killed_memory"
 )
 
 // Codes lists every code, in the order of specs/cli.md (a test in specs/ keeps
@@ -50,7 +53,7 @@ var Codes = []Code{
 	TrustUnavailable, SandboxUnavailable, ImageUnpinned, ImageDigestMismatch, PolicyDenied, PolicyPrompt,
 	RateLimited, InputDenied, PluginUnavailable, PluginUnpinned, AuditUnavailable, Timeout,
 	CredentialsMissing, AgentSandboxDisabled, HostAgentExecutionUnsupported, MCPNotPreinstalled,
-	MCPUnpinned, EgressDenied,
+	MCPUnpinned, EgressDenied, KilledMemory,
 }
 
 // Exit codes of specs/cli.md.
@@ -62,13 +65,13 @@ const (
 )
 
 // ExitCode maps a reason code to the process exit code. Configuration
-// problems are exit 2; a timeout means the tool ran and failed (1); every other
-// code is a refusal (3).
+// problems are exit 2; a timeout or a kill for memory means the tool ran and
+// failed (1); every other code is a refusal (3).
 func (c Code) ExitCode() int {
 	switch c {
 	case NotSetUp, ConfigInvalid, LockfileError:
 		return ExitUsage
-	case Timeout:
+	case Timeout, KilledMemory:
 		return ExitFailed
 	case "":
 		return ExitFailed
@@ -164,4 +167,5 @@ var (
 	ErrMCPNotPreinstalled            = &Error{Code: MCPNotPreinstalled}
 	ErrMCPUnpinned                   = &Error{Code: MCPUnpinned}
 	ErrEgressDenied                  = &Error{Code: EgressDenied}
+	ErrKilledMemory                  = &Error{Code: KilledMemory}
 )

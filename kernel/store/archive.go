@@ -110,6 +110,20 @@ func (e *ArchiveError) Error() string {
 // Unwrap returns ErrBadArchive and the specific error.
 func (e *ArchiveError) Unwrap() []error { return []error{ErrBadArchive, e.Err} }
 
+// contentError is a package directory's content refused for the same
+// reason as an archive entry would be (ErrLinkEscape, ErrSpecialFile), so
+// that both are told apart from failures of the machine the same way. Its
+// text is err's.
+type contentError struct {
+	kind, err error
+}
+
+func (e *contentError) Error() string   { return e.err.Error() }
+func (e *contentError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// refused marks err as a refusal of the package's content of kind.
+func refused(kind, err error) error { return &contentError{kind: kind, err: err} }
+
 // ParsePin parses a --sha256 value: 64 hex digits, optionally prefixed
 // "sha256:", any case. It returns the lower-case hex.
 func ParsePin(s string) (string, error) {

@@ -68,8 +68,8 @@ func copyTree(src, dst string, lim Limits) error {
 			}
 			return os.Symlink(link, target)
 		}
-		return fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)",
-			filepath.ToSlash(rel), describe(m))
+		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)",
+			filepath.ToSlash(rel), describe(m)))
 	})
 }
 
@@ -133,7 +133,7 @@ func makeReadOnly(dir string) error {
 			}
 			return os.Chmod(p, mode)
 		}
-		return fmt.Errorf("%s: %s is not allowed in a package", p, describe(d.Type()))
+		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package", p, describe(d.Type())))
 	})
 	if err != nil {
 		return err

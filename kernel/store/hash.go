@@ -129,7 +129,7 @@ func scanTree(dir string) ([]entry, *os.Root, error) {
 				return err
 			}
 		default:
-			return fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)", p, describe(m))
+			return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)", p, describe(m)))
 		}
 		entries = append(entries, entry{path: p, mode: m})
 		return nil
@@ -151,13 +151,13 @@ func checkSymlink(root *os.Root, p string) error {
 		return fmt.Errorf("read symlink %s: %w", p, err)
 	}
 	if path.IsAbs(target) || filepath.IsAbs(target) {
-		return fmt.Errorf("symlink %s -> %s: absolute symlinks are not allowed in a package", p, target)
+		return refused(ErrLinkEscape, fmt.Errorf("symlink %s -> %s: absolute symlinks are not allowed in a package", p, target))
 	}
 	if _, err := root.Stat(filepath.FromSlash(p)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("symlink %s -> %s points to nothing inside the package", p, target)
+			return refused(ErrLinkEscape, fmt.Errorf("symlink %s -> %s points to nothing inside the package", p, target))
 		}
-		return fmt.Errorf("symlink %s -> %s points outside the package: %w", p, target, err)
+		return refused(ErrLinkEscape, fmt.Errorf("symlink %s -> %s points outside the package: %w", p, target, err))
 	}
 	return nil
 }

@@ -149,6 +149,13 @@ type InstallOptions struct {
 	// before anything is unpacked; for a directory its content hash (the
 	// artifact_hash install prints), checked before it is put in place.
 	SHA256 string
+	// Commit, if set, is called with the new package once it is in place,
+	// while the previous install of the same id is still kept aside (for
+	// the CLI: the lockfile update). When it fails the install is undone —
+	// the previous install, if any, is back, else the package is gone —
+	// and InstallFrom returns its error: the package and what Commit
+	// records change together or not at all.
+	Commit func(*Package) error
 }
 
 // Install installs the package at src (a directory or a .tar.gz archive)
@@ -185,12 +192,12 @@ func (s *Store) InstallFrom(src string, opts InstallOptions) (*Package, error) {
 		return nil, err
 	}
 	if fi.IsDir() {
-		return s.installDir(src, atts, pin)
+		return s.installDir(src, atts, pin, opts.Commit)
 	}
-	return s.installArchive(src, atts, pin)
+	return s.installArchive(src, atts, pin, opts.Commit)
 }
 
-func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string) (*Package, error) {
+func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string, commit func(*Package) error) (*Package, error) {
 	m, err := manifest.LoadCached(srcDir, s.verdicts)
 	if err != nil {
 		return nil, err
@@ -210,11 +217,12 @@ func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string) (*
 		manifest: filepath.Join(srcDir, manifest.FileName),
 		want:     m,
 		pin:      pin,
+		commit:   commit,
 	}
 	return s.installTree(fill, src, atts)
 }
 
-func (s *Store) installArchive(archive string, atts []json.RawMessage, pin string) (*Package, error) {
+func (s *Store) installArchive(archive string, atts []json.RawMessage, pin string, commit func(*Package) error) (*Package, error) {
 	data, err := readArchive(archive, s.limits.ArchiveBytes)
 	if err != nil {
 		return nil, err
@@ -235,6 +243,7 @@ func (s *Store) installArchive(archive string, atts []json.RawMessage, pin strin
 		name:          archive,
 		manifest:      archive + ":" + manifest.FileName,
 		archiveSHA256: sum,
+		commit:        commit,
 	}
 	return s.installTree(fill, src, atts)
 }
@@ -253,6 +262,7 @@ type source struct {
 	want          *manifest.Manifest // if set, the copy must name the same id and version
 	pin           string             // if set, the content hash must be sha256:<pin>
 	archiveSHA256 string
+	commit        func(*Package) error // InstallOptions.Commit
 }
 
 // installTree is the common part of every install, under the store lock:
@@ -336,43 +346,67 @@ func (s *Store) installTree(fill func(staging string) error, src source, atts []
 	if err := os.Chmod(staging, 0o555); err != nil {
 		return nil, err
 	}
-	if err := s.swapIn(staging, mc.PackageID); err != nil {
+	p, err := s.swapIn(staging, mc.PackageID, src.commit)
+	if err != nil {
 		return nil, err
 	}
 	committed = true
-	return s.Get(mc.PackageID)
+	return p, nil
 }
 
 // swapIn renames staging to <root>/<id>, first renaming an existing install
-// aside (and removing it once the new one is in place).
-func (s *Store) swapIn(staging, id string) error {
+// aside, and returns the package now installed. With commit, it is called
+// with that package before the previous install is removed; if it fails,
+// the new install is renamed away and the previous one put back (a crash
+// in between is repaired by recover the same way: an install renamed
+// aside comes back when nothing is at <root>/<id>, but a new install that
+// made it is kept).
+func (s *Store) swapIn(staging, id string, commit func(*Package) error) (*Package, error) {
 	dst := s.pkgDir(id)
 	var old string
 	if _, err := os.Lstat(dst); err == nil {
 		old = filepath.Join(s.root, oldPrefix+id+"."+randomSuffix())
 		if err := os.Rename(dst, old); err != nil {
-			return fmt.Errorf("move the installed %s aside: %w", id, err)
+			return nil, fmt.Errorf("move the installed %s aside: %w", id, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, err
 	}
-	if err := os.Rename(staging, dst); err != nil {
+	restore := func(cause error) error {
 		if old != "" {
 			if rerr := os.Rename(old, dst); rerr != nil {
-				return fmt.Errorf("install %s: %w (and restoring the previous install failed: %v)", id, err, rerr)
+				return fmt.Errorf("install %s: %w (and restoring the previous install failed: %v)", id, cause, rerr)
 			}
 		}
-		return fmt.Errorf("install %s: %w", id, err)
+		return cause
+	}
+	if err := os.Rename(staging, dst); err != nil {
+		return nil, restore(fmt.Errorf("install %s: %w", id, err))
+	}
+	p, err := s.Get(id)
+	if err == nil && commit != nil {
+		err = commit(p)
+	}
+	if err != nil {
+		// Undo: the new install goes where recover deletes it.
+		gone := filepath.Join(s.root, removedPrefix+id+"."+randomSuffix())
+		if rerr := os.Rename(dst, gone); rerr != nil {
+			return nil, fmt.Errorf("%w (and undoing the install of %s failed: %v)", err, id, rerr)
+		}
+		err = restore(err)
+		_ = syncDir(s.root)
+		_ = removeTree(gone)
+		return nil, err
 	}
 	if err := syncDir(s.root); err != nil {
-		return err
+		return nil, err
 	}
 	if old != "" {
 		if err := removeTree(old); err != nil {
-			return fmt.Errorf("remove the previous install of %s: %w", id, err)
+			return nil, fmt.Errorf("remove the previous install of %s: %w", id, err)
 		}
 	}
-	return nil
+	return p, nil
 }
 
 // recover cleans up after an install or remove that was interrupted:

@@ -125,6 +125,11 @@ type RunResponse struct {
 	ExitCode int
 	TimedOut bool // killed because Timeout passed
 	Killed   bool // killed (timeout, limits or cancellation)
+	// OOMKilled: the kernel's OOM killer killed a process of the container
+	// for going past Limits.MemoryBytes (the memory cgroup's oom_kill
+	// count, or the engine's State.OOMKilled). The host reports such a run
+	// as killed_memory, not as a malformed response.
+	OOMKilled bool
 	// CleanupVerified: the backend checked that the container, its cgroup
 	// and its mounts are gone.
 	CleanupVerified bool
@@ -310,6 +315,7 @@ func (s *server) Run(stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput])
 		TimedOut:        resp.TimedOut,
 		Killed:          resp.Killed,
 		CleanupVerified: resp.CleanupVerified,
+		OomKilled:       resp.OOMKilled,
 	})
 }
 
@@ -573,6 +579,7 @@ func (c *Client) Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 		TimedOut:        exit.GetTimedOut(),
 		Killed:          exit.GetKilled(),
 		CleanupVerified: exit.GetCleanupVerified(),
+		OOMKilled:       exit.GetOomKilled(),
 	}
 	// After a failed write the response still tells whether the stopped
 	// run was cleaned up; the error says why it was stopped.

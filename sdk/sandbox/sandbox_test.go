@@ -126,6 +126,8 @@ func (m *memBackend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox
 		return nil, nil
 	case "exit":
 		return &sandbox.RunResponse{ExitCode: code, TimedOut: true, Killed: true}, nil
+	case "oom":
+		return &sandbox.RunResponse{ExitCode: code, Killed: true, OOMKilled: true, CleanupVerified: true}, nil
 	case "huge-exit":
 		return &sandbox.RunResponse{ExitCode: math.MaxInt32 + 1}, nil
 	}
@@ -309,6 +311,14 @@ func TestRunResponseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := (&sandbox.RunResponse{ExitCode: 137, TimedOut: true, Killed: true}); !reflect.DeepEqual(resp, want) {
+		t.Fatalf("response %+v, want %+v", resp, want)
+	}
+	// An OOM kill crosses the wire as such.
+	resp, _, _, err = run(t, c, nil, "oom", "137")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&sandbox.RunResponse{ExitCode: 137, Killed: true, OOMKilled: true, CleanupVerified: true}); !reflect.DeepEqual(resp, want) {
 		t.Fatalf("response %+v, want %+v", resp, want)
 	}
 }

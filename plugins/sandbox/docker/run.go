@@ -250,7 +250,23 @@ func (b *backend) execute(ctx context.Context, cli *client.Client, cid string, r
 	if cause != nil {
 		return nil, cause
 	}
+	resp.OOMKilled = b.oomKilled(cli, cid, id)
 	return resp, nil
+}
+
+// oomKilled reports whether the engine recorded that the kernel's OOM
+// killer killed a process of the container (State.OOMKilled), read after
+// the exit and before the container is removed. An inspect that fails
+// leaves it unknown: false, with a warning.
+func (b *backend) oomKilled(cli *client.Client, cid, runID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	r, err := cli.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
+	if err != nil {
+		b.log.Warn("inspecting the ended run for an OOM kill", "run_id", runID, "error", err)
+		return false
+	}
+	return r.Container.State != nil && r.Container.State.OOMKilled
 }
 
 // kill sends SIGKILL; a container that already stopped is fine.

@@ -464,6 +464,13 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 	default:
 		resp.ExitCode = ws.ExitStatus()
 	}
+	// The memory cgroup counts the OOM killer's kills (oom.go): that is
+	// how a run killed for memory is told from any other SIGKILL.
+	if n, err := oomKills(container); err != nil {
+		b.log.Warn("reading the OOM kill count", "run_id", id, "error", err)
+	} else if n > 0 {
+		resp.OOMKilled = true
+	}
 	if cause != nil {
 		return nil, pipes, armed, cause
 	}

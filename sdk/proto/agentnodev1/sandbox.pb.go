@@ -461,8 +461,12 @@ type RunExit struct {
 	// The backend checked that the container, its cgroup and mounts are gone.
 	CleanupVerified bool   `protobuf:"varint,4,opt,name=cleanup_verified,json=cleanupVerified,proto3" json:"cleanup_verified,omitempty"`
 	Error           string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The kernel's OOM killer killed a process of the container because it
+	// went past the memory limit (the cgroup's oom_kill count, or the
+	// engine's OOMKilled). The host reports the run as killed_memory.
+	OomKilled     bool `protobuf:"varint,6,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunExit) Reset() {
@@ -528,6 +532,13 @@ func (x *RunExit) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *RunExit) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
 }
 
 type RunOutput struct {
@@ -666,13 +677,15 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\vclose_stdin\x18\x03 \x01(\bH\x00R\n" +
 	"closeStdin\x12\x14\n" +
 	"\x04stop\x18\x04 \x01(\bH\x00R\x04stopB\x05\n" +
-	"\x03msg\"\x9c\x01\n" +
+	"\x03msg\"\xbb\x01\n" +
 	"\aRunExit\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x1b\n" +
 	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x16\n" +
 	"\x06killed\x18\x03 \x01(\bR\x06killed\x12)\n" +
 	"\x10cleanup_verified\x18\x04 \x01(\bR\x0fcleanupVerified\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"s\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\x06 \x01(\bR\toomKilled\"s\n" +
 	"\tRunOutput\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12+\n" +

@@ -353,48 +353,56 @@ func mergeEnv(base, run []string) ([]string, error) {
 	return out, nil
 }
 
+// CheckLimits reports whether ForRun accepts l: no negative value, a memory
+// limit of at least 6 MiB, a CPU count the kernel's CFS quota can express.
+// Zero keeps the profile's default. The host checks the configured limits
+// with it before deciding a run, so a bad limit is a configuration error,
+// not a run that fails in the backend.
+func CheckLimits(l sandbox.Limits) error {
+	switch {
+	case l.MemoryBytes < 0:
+		return fmt.Errorf("profile: Limits.MemoryBytes: %d is negative", l.MemoryBytes)
+	case l.MemoryBytes > 0 && l.MemoryBytes < minMemoryBytes:
+		return fmt.Errorf("profile: Limits.MemoryBytes: %d is below the minimum %d (6 MiB)", l.MemoryBytes, minMemoryBytes)
+	case l.Pids < 0:
+		return fmt.Errorf("profile: Limits.Pids: %d is negative (unlimited is not allowed)", l.Pids)
+	case math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
+		return fmt.Errorf("profile: Limits.CPUs: %v is not a number of CPUs", l.CPUs)
+	case l.CPUs < 0:
+		return fmt.Errorf("profile: Limits.CPUs: %v is negative", l.CPUs)
+	case l.TmpBytes < 0:
+		return fmt.Errorf("profile: Limits.TmpBytes: %d is negative", l.TmpBytes)
+	}
+	if l.CPUs > 0 {
+		if q := math.Round(l.CPUs * cpuPeriod); q < minCPUQuota || q > maxCPUQuota {
+			return fmt.Errorf("profile: Limits.CPUs: %v is out of range (%v to %v)", l.CPUs,
+				float64(minCPUQuota)/cpuPeriod, float64(maxCPUQuota)/cpuPeriod)
+		}
+	}
+	return nil
+}
+
 // applyLimits writes the run's non-zero limits over the profile defaults.
 func applyLimits(s *specs.Spec, l sandbox.Limits) error {
 	r := s.Linux.Resources
 	if r == nil || r.Memory == nil || r.Pids == nil || r.CPU == nil {
 		return errors.New("profile: linux.resources: memory, pids and cpu are required")
 	}
-	switch {
-	case l.MemoryBytes < 0:
-		return fmt.Errorf("profile: Limits.MemoryBytes: %d is negative", l.MemoryBytes)
-	case l.MemoryBytes > 0 && l.MemoryBytes < minMemoryBytes:
-		return fmt.Errorf("profile: Limits.MemoryBytes: %d is below the minimum %d (6 MiB)", l.MemoryBytes, minMemoryBytes)
-	case l.MemoryBytes > 0:
+	if err := CheckLimits(l); err != nil {
+		return err
+	}
+	if l.MemoryBytes > 0 {
 		r.Memory.Limit = ptr(l.MemoryBytes)
 		r.Memory.Swap = ptr(l.MemoryBytes) // memory+swap = memory: no swap
 	}
-
-	switch {
-	case l.Pids < 0:
-		return fmt.Errorf("profile: Limits.Pids: %d is negative (unlimited is not allowed)", l.Pids)
-	case l.Pids > 0:
+	if l.Pids > 0 {
 		r.Pids.Limit = ptr(l.Pids)
 	}
-
-	switch {
-	case math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0):
-		return fmt.Errorf("profile: Limits.CPUs: %v is not a number of CPUs", l.CPUs)
-	case l.CPUs < 0:
-		return fmt.Errorf("profile: Limits.CPUs: %v is negative", l.CPUs)
-	case l.CPUs > 0:
-		q := math.Round(l.CPUs * cpuPeriod)
-		if q < minCPUQuota || q > maxCPUQuota {
-			return fmt.Errorf("profile: Limits.CPUs: %v is out of range (%v to %v)", l.CPUs,
-				float64(minCPUQuota)/cpuPeriod, float64(maxCPUQuota)/cpuPeriod)
-		}
-		r.CPU.Quota = ptr(int64(q))
+	if l.CPUs > 0 {
+		r.CPU.Quota = ptr(int64(math.Round(l.CPUs * cpuPeriod)))
 		r.CPU.Period = ptr(uint64(cpuPeriod))
 	}
-
-	switch {
-	case l.TmpBytes < 0:
-		return fmt.Errorf("profile: Limits.TmpBytes: %d is negative", l.TmpBytes)
-	case l.TmpBytes > 0:
+	if l.TmpBytes > 0 {
 		m, err := mountAt(s, tmpDir)
 		if err != nil {
 			return err

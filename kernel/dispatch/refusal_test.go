@@ -1,0 +1,82 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// TestBadInputIsRefusedBeforeTheDecision: an input no tool can be given
+// (invalid UTF-8, not an object, too large) is an input_denied refusal of
+// the decision stages, not an allowed run that fails later.
+func TestBadInputIsRefusedBeforeTheDecision(t *testing.T) {
+	toolpack := &store.Package{Manifest: &manifest.Manifest{PackageType: manifest.TypeToolpack}}
+	mcpPkg := &store.Package{Manifest: &manifest.Manifest{PackageType: manifest.TypeMCPServer}}
+	cases := []struct {
+		pkg   *store.Package
+		input string
+		ok    bool
+	}{
+		{toolpack, `{"q":"x"}`, true},
+		{toolpack, "{\"q\":\"\xff\"}", false},
+		{toolpack, `[1]`, false},
+		{toolpack, ``, false},
+		{toolpack, `{"q":"` + strings.Repeat("a", 1<<20) + `"}`, false},
+		{mcpPkg, ``, true}, // called with {}
+		{mcpPkg, "{\"q\":\"\xff\"}", false},
+	}
+	for _, c := range cases {
+		err := checkInput(c.pkg, json.RawMessage(c.input))
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, reason.ErrInputDenied) {
+			t.Errorf("%s input %.20q: err = %v", c.pkg.Manifest.PackageType, c.input, err)
+		}
+	}
+}
+
+// TestBadLimitsAreAConfigError: limits the backends' profile refuses are
+// config_invalid when the config is read, before any decision.
+func TestBadLimitsAreAConfigError(t *testing.T) {
+	k := newHome(t)
+	path := home.ConfigPath(k.HomeDir)
+	if _, err := loadSettings(path, nil, verdict.Open(t.TempDir())); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	for key, value := range map[string]string{"sandbox.limits.memory": "1m", "sandbox.limits.cpus": "0.001"} {
+		k := newHome(t)
+		path := home.ConfigPath(k.HomeDir)
+		setConfig(t, k, key, value)
+		_, err := loadSettings(path, nil, verdict.Open(t.TempDir()))
+		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "sandbox.limits") {
+			t.Errorf("%s=%s: err = %v, want config_invalid naming sandbox.limits", key, value, err)
+		}
+	}
+}
+
+// TestOOMKilledRunIsKilledMemory: a sandboxed run the OOM killer ended is
+// killed_memory (exit 1), naming the limit; other kills are not, and a run
+// that still exited 0 keeps its outcome.
+func TestOOMKilledRunIsKilledMemory(t *testing.T) {
+	lim := sandbox.Limits{MemoryBytes: 64 << 20}
+	err := oomError(&sandbox.RunResponse{ExitCode: 137, Killed: true, OOMKilled: true}, "tool a/b", lim)
+	if !errors.Is(err, reason.ErrKilledMemory) || reason.CodeOf(err).ExitCode() != reason.ExitFailed ||
+		!strings.Contains(err.Error(), "64 MiB") {
+		t.Fatalf("err = %v", err)
+	}
+	for _, resp := range []*sandbox.RunResponse{
+		{ExitCode: 137, Killed: true},
+		{ExitCode: 0, OOMKilled: true},
+		{ExitCode: 1},
+	} {
+		if err := oomError(resp, "tool a/b", lim); err != nil {
+			t.Errorf("%+v: %v", resp, err)
+		}
+	}
+}
