@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -49,13 +50,28 @@ func TestBadLimitsAreAConfigError(t *testing.T) {
 	if _, err := loadSettings(path, nil, verdict.Open(t.TempDir())); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
-	for key, value := range map[string]string{"sandbox.limits.memory": "1m", "sandbox.limits.cpus": "0.001"} {
+	// Written into the file directly: `config set` refuses them already.
+	for key, value := range map[string]any{"memory": "1m", "cpus": 0.001} {
 		k := newHome(t)
 		path := home.ConfigPath(k.HomeDir)
-		setConfig(t, k, key, value)
-		_, err := loadSettings(path, nil, verdict.Open(t.TempDir()))
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["sandbox"].(map[string]any)["limits"].(map[string]any)[key] = value
+		if raw, err = json.Marshal(doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = loadSettings(path, nil, verdict.Open(t.TempDir()))
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "sandbox.limits") {
-			t.Errorf("%s=%s: err = %v, want config_invalid naming sandbox.limits", key, value, err)
+			t.Errorf("sandbox.limits.%s=%v: err = %v, want config_invalid naming sandbox.limits", key, value, err)
 		}
 	}
 }
