@@ -3,12 +3,14 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -347,32 +349,129 @@ func TestConcurrencyCap(t *testing.T) {
 	}
 }
 
-// An idle tunnel is closed after IdleTimeout; a tunnel busy in one direction
-// is not.
+// An idle tunnel is closed after IdleTimeout, no earlier; a tunnel opened
+// at the same time that keeps moving bytes (echoed) more often than that
+// outlives it and two idle periods, and is closed in turn once it idles.
+//
+// The proxy's idle timer and the test's writes share the machine, so no
+// margin makes this load-proof by itself: a stall of the whole machine
+// longer than IdleTimeout legitimately closes a busy tunnel. The test
+// therefore decides from what it saw itself. Every transfer of a byte
+// happens between the test's write of it and its reading of the echo, so
+// a correct proxy can close the busy tunnel only after at least
+// IdleTimeout has passed since the test's write of the last echoed byte.
+// A closure sooner than that is the proxy's fault and fails; a later one
+// means the test itself was stalled, and the attempt is repeated with a
+// fresh proxy (skipped after idleAttempts such stalls).
 func TestIdleTimeout(t *testing.T) {
+	const (
+		idle         = time.Second
+		pause        = idle / 20 // between the busy tunnel's round trips
+		idleAttempts = 5
+	)
+	for attempt := 1; ; attempt++ {
+		stall := idleTimeoutAttempt(t, idle, pause)
+		if stall == "" {
+			return
+		}
+		t.Logf("attempt %d: %s", attempt, stall)
+		if attempt == idleAttempts {
+			t.Skipf("the machine stalled for more than the %v idle timeout in each of %d attempts; not verified", idle, attempt)
+		}
+	}
+}
+
+// idleTimeoutAttempt runs TestIdleTimeout once and returns "" when it
+// could decide, or why it could not (the test was stalled).
+func idleTimeoutAttempt(t *testing.T, idle, pause time.Duration) (stall string) {
+	t.Helper()
 	res := newResolver(map[string][]string{"example.com": {publicIP}})
-	p, rec := startProxy(t, Config{Resolver: res, Dialer: &redirectDialer{to: echoServer(t)}, IdleTimeout: 300 * time.Millisecond})
-	resp, c, br := exchange(t, p, connect("example.com:443"))
+	p, rec := startProxy(t, Config{Resolver: res, Dialer: &redirectDialer{to: echoServer(t)}, IdleTimeout: idle})
+	// No deadlines of the test's own on either tunnel, but a safety net
+	// for a proxy that never closes them.
+	const safety = time.Minute
+	idleSent := time.Now()
+	resp, idleConn, idleR := exchange(t, p, connect("example.com:443"))
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	// Busy for 3 idle periods: each write is echoed back.
-	for i := 0; i < 9; i++ {
-		io.WriteString(c, "x")
-		if _, err := br.ReadByte(); err != nil {
-			t.Fatalf("tunnel closed while busy: %v", err)
+	idleConn.SetDeadline(time.Now().Add(safety))
+	// lastEchoed is when the test wrote the last byte that came back (at
+	// first, when it sent the CONNECT): the proxy's last transfer on the
+	// busy tunnel was no earlier.
+	lastEchoed := time.Now()
+	resp, busy, busyR := exchange(t, p, connect("example.com:443"))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	busyOpen := time.Now()
+	busy.SetDeadline(time.Now().Add(2 * safety)) // after the idle tunnel's
+
+	type closed struct {
+		at  time.Time
+		err error
+	}
+	idleClosed := make(chan closed, 1)
+	go func() {
+		_, err := idleR.ReadByte()
+		idleClosed <- closed{time.Now(), err}
+	}()
+
+	// Busy until the idle tunnel is closed and two idle periods have
+	// passed since the busy one opened.
+	var idleEnd *closed
+	sent := 0
+	for idleEnd == nil || time.Since(busyOpen) < 2*idle {
+		select {
+		case c := <-idleClosed:
+			idleEnd = &c
+		default:
 		}
-		time.Sleep(100 * time.Millisecond)
+		wrote := time.Now()
+		_, err := io.WriteString(busy, "x")
+		if err == nil {
+			_, err = busyR.ReadByte()
+		}
+		if err != nil {
+			gone := time.Since(lastEchoed)
+			if gone < idle {
+				t.Fatalf("the busy tunnel was closed %v after the test wrote its last echoed byte (idle timeout %v): %v", gone, idle, err)
+			}
+			return fmt.Sprintf("the busy tunnel was closed %v after the test wrote its last echoed byte: the test was stalled", gone)
+		}
+		lastEchoed = wrote
+		sent++
+		time.Sleep(pause)
 	}
-	// Closed by the proxy, not by this safety net.
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read from an idle tunnel: %v, want it closed by the proxy", err)
+	if errors.Is(idleEnd.err, os.ErrDeadlineExceeded) || idleEnd.err == nil {
+		t.Fatalf("read from the idle tunnel: %v, want it closed by the proxy", idleEnd.err)
 	}
-	ev := rec.wait(t, 2)
-	if ev[1].Decision != Closed || !strings.Contains(ev[1].Reason, "idle timeout") || ev[1].BytesOut != 9 {
-		t.Errorf("closed event %+v", ev[1])
+	// No earlier than the timeout: the proxy's idle period began after the
+	// test sent the CONNECT.
+	if lived := idleEnd.at.Sub(idleSent); lived < idle {
+		t.Fatalf("the idle tunnel was closed %v after it was opened, before the %v idle timeout", lived, idle)
 	}
+
+	// Now the busy tunnel idles: closed by the proxy, not the safety net.
+	if _, err := busyR.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read from the busy tunnel once idle: %v, want it closed by the proxy", err)
+	}
+	ev := rec.wait(t, 4)
+	var bytesOut []int64
+	for _, e := range ev {
+		if e.Decision != Closed {
+			continue
+		}
+		if !strings.Contains(e.Reason, "idle timeout") {
+			t.Errorf("closed event %+v, want an idle timeout", e)
+		}
+		bytesOut = append(bytesOut, e.BytesOut)
+	}
+	slices.Sort(bytesOut)
+	if !slices.Equal(bytesOut, []int64{0, int64(sent)}) {
+		t.Errorf("closed events with %v bytes out, want [0 %d]: %+v", bytesOut, sent, ev)
+	}
+	return ""
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -145,8 +145,28 @@
 //     Limits.Pids tasks (8 tolerated beyond).
 //   - memory-limit: touching 4× a 64 MiB limit gets the process killed
 //     (exit 137) or refused memory; never does it finish.
-//   - cpu-limit: two spinners under a 0.5 CPU limit use at most 0.65 CPU
-//     seconds per wall second over 2 s (getrusage).
+//   - cpu-limit: spinners (one per host CPU, at least two) run under a
+//     0.1 CPU limit. The CPU time a spinner gets proves nothing by itself:
+//     on a loaded host an unconfined one gets little too. So the probe
+//     waits on stdin while the suite finds its process on the host (the
+//     probe binary, a token in its command line) and reads its cgroup (the
+//     cpu controller's hierarchy in cgroup v1, the unified one in v2) and
+//     the tightest CFS quota on it and its ancestors (cpu.cfs_quota_us /
+//     cpu.cfs_period_us, or cpu.max), and starts a control: the same
+//     spinners unconfined on the host. Then both spin, at least 2 s, and
+//     while the quota is right but has not throttled yet up to 10 s. The
+//     suite reads the throttling count (nr_throttled in cpu.stat of the
+//     cgroup setting the quota) before stopping the spin. It fails when
+//     the spinners used more than 0.13 CPU seconds per wall second
+//     (getrusage), when the cgroup has no quota or one other than 0.1
+//     (within rounding), or when a probe thread is outside the cgroup. It
+//     passes when the quota is right and throttled the spinners, or when
+//     they stayed within the limit while the control got at least 0.2
+//     CPUs. Anything else (the quota right but not seen to bite, or the
+//     cgroup unreadable, as for a backend whose processes the host cannot
+//     see, on a host too loaded for the control) is inconclusive: reported
+//     like a check that cannot run here (skipped, "not verified"), never
+//     passed. 0.1 is small enough for the quota to bite on a loaded host.
 //
 // Ending runs:
 //   - timeout-cleanup: a run with Timeout 1s that sleeps 60 s is killed,
@@ -188,5 +208,7 @@
 //
 // The suite proves it can fail: its own tests run every check against an
 // insecure backend that executes the probe directly on the host, and most
-// checks must fail there.
+// checks must fail there (cpu-limit among them: the host's cgroup has no
+// 0.1 CPU quota), and timeout-cleanup against one that leaves the timed-out
+// probe running.
 package sandboxtest

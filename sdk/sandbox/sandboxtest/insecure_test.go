@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,4 +64,51 @@ func (insecureBackend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandb
 		resp.TimedOut, resp.Killed = true, true
 	}
 	return resp, nil
+}
+
+// leakingBackend is insecureBackend, except that when the run's time is up
+// (its Timeout, or the host cancelling it) it returns at once, claiming the
+// process killed and cleaned up, and leaves it running: the leftover
+// checks must catch it.
+type leakingBackend struct {
+	mu    sync.Mutex
+	procs []*os.Process
+}
+
+var _ sandbox.Backend = (*leakingBackend)(nil)
+
+func (*leakingBackend) Availability(context.Context, *sandbox.AvailabilityRequest) (*sandbox.AvailabilityResponse, error) {
+	return &sandbox.AvailabilityResponse{Available: true}, nil
+}
+
+func (b *leakingBackend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.RunResponse, error) {
+	argv0 := req.Args[0]
+	if rest, ok := strings.CutPrefix(argv0, "/pack/"); ok {
+		argv0 = filepath.Join(req.PackageDir, rest)
+	}
+	cmd := exec.Command(argv0, req.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = req.Stdin, req.Stdout, req.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("leaking backend: %w", err)
+	}
+	b.mu.Lock()
+	b.procs = append(b.procs, cmd.Process)
+	b.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return &sandbox.RunResponse{ExitCode: cmd.ProcessState.ExitCode(), CleanupVerified: true}, nil
+	case <-ctx.Done():
+	case <-time.After(req.Timeout):
+	}
+	return &sandbox.RunResponse{ExitCode: 137, TimedOut: true, Killed: true, CleanupVerified: true}, nil
+}
+
+func (b *leakingBackend) killAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.procs {
+		_ = p.Kill()
+	}
 }

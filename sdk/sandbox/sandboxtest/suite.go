@@ -194,6 +194,7 @@ type harness struct {
 	bins      []os.FileInfo // probe and probe-suid, to find leftover processes
 	suidOwner int
 	suidSkip  string // why the setuid check cannot run
+	control   string // a copy of the probe outside the package, for host-side controls
 
 	loopback   *countingListener // 127.0.0.1:port
 	hostIP     string
@@ -208,6 +209,8 @@ type harness struct {
 	abiHost    map[string]string // foreign ABI (int80, x32) → the host kernel's answer, a probe outcome token
 
 	egress *egressServer // Spec.EgressSocket of egress runs
+
+	leftoverWait time.Duration // leftoverWait; the suite's own tests shorten it
 
 	runs atomic.Int64
 }
@@ -225,7 +228,7 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	if !av.Available {
 		return nil, fmt.Errorf("sandboxtest: the backend is unavailable: %s: %s", av.Reason, av.Detail)
 	}
-	h := &harness{b: b, cfg: cfg, suitePid: os.Getpid(), suidOwner: -1}
+	h := &harness{b: b, cfg: cfg, suitePid: os.Getpid(), suidOwner: -1, leftoverWait: leftoverWait}
 
 	// The package directory: world-readable, because the container's uid
 	// is not ours.
@@ -253,6 +256,13 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	h.abiHost = map[string]string{}
 	for _, abi := range []string{"int80", "x32"} {
 		h.abiHost[abi] = hostABIOutcome(ctx, probe, abi)
+	}
+	// The cpu-limit check's host control runs a copy, so that neither the
+	// leftover check nor the search for the probe's process mistakes it for
+	// the probe.
+	h.control = filepath.Join(filepath.Dir(h.pack), "probe-control")
+	if err := copyFile(probe, h.control, 0o755); err != nil {
+		return nil, err
 	}
 	if err := h.addSetuidCopy(probe); err != nil {
 		return nil, err
@@ -470,7 +480,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 	if res.err == nil && res.resp == nil {
 		res.err = fmt.Errorf("sandboxtest: Run returned neither a response nor an error")
 	}
-	for deadline := time.Now().Add(leftoverWait); ; {
+	for deadline := time.Now().Add(h.leftoverWait); ; {
 		res.leftovers = probeProcesses(h.bins)
 		res.traces = nil
 		for m := range hostMounts(h.pack, h.cfg.Rootfs, runID, h.egress.dir) {
@@ -491,9 +501,10 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 
 // probeResult is the JSON line the probe prints for a check.
 type probeResult struct {
-	Check  string `json:"check"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
+	Check  string             `json:"check"`
+	OK     bool               `json:"ok"`
+	Detail string             `json:"detail"`
+	Values map[string]float64 `json:"values"` // measurements (cpu-limit)
 }
 
 // parseResult finds the probe's result line for check in stdout.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ var mustFailOnHost = []string{
 	"uid", "cap-eff", "seccomp-mode", "no-new-privs", "sys-mount", "sys-unshare-user", "sys-ptrace",
 	"rootfs-readonly", "pack-readonly", "tmp-noexec", "net-only-lo", "net-host-loopback",
 	"net-host-abstract-unix", "env-secret-absent", "host-pids-invisible", "hostname-isolated",
-	"setuid-no-elevate", "dev-minimal", "pids-limit", "memory-limit", "cpu-limit",
+	"setuid-no-elevate", "dev-minimal", "pids-limit", "memory-limit",
 	// The insecure backend ignores Spec.EgressSocket.
 	"egress-proxy-env", "egress-reaches-host", "egress-net-only-lo", "egress-socket-mount",
 	"egress-only-new-mount", "egress-pid1-confined",
@@ -66,6 +67,17 @@ func TestInsecureBackendFailsTheSuite(t *testing.T) {
 			t.Errorf("check %s passed on the host: it cannot tell a sandbox from none", name)
 		}
 	}
+	// cpu-limit: the host probe runs in this process's cpu cgroup. Where
+	// the suite can read it and it has no quota of the check's limit (the
+	// control, measured here), the check must fail whatever the load;
+	// elsewhere it may be inconclusive, but it must never pass.
+	if own, err := hostCPUCgroup(os.Getpid()); err == nil && !quotaMatches(own.quota, cpuLimit) {
+		if !failed["cpu-limit"] {
+			t.Errorf("check cpu-limit did not fail on the host, whose cpu cgroup %s has quota %.3f: it cannot tell a sandbox from none", own.dir, own.quota)
+		}
+	} else if slices.Contains(passed, "cpu-limit") {
+		t.Errorf("check cpu-limit passed on the host (its cgroup: %v): it cannot tell a sandbox from none", err)
+	}
 	// The run protocol itself works through this backend: these must pass,
 	// or a failure above could be the harness's fault.
 	for _, name := range []string{"exit-code", "stdio-roundtrip", "stdout-integrity", "tmp-writable", "env-passed"} {
@@ -73,6 +85,32 @@ func TestInsecureBackendFailsTheSuite(t *testing.T) {
 			t.Errorf("check %s failed on the host; the harness is broken", name)
 		}
 	}
+}
+
+// TestLeakingBackendFailsTheLeftoverCheck is the positive control of the
+// search for processes left behind: a backend that answers a timeout as
+// killed and cleaned up but leaves the process running must fail
+// timeout-cleanup, however long the suite waits for leftovers to go. The
+// wait is shortened here: what is checked is that a process that does not
+// go is found (the probe sleeps 60 s). (Its output-flood run leaves
+// nothing: the probe dies of EPIPE once the backend stops reading.)
+func TestLeakingBackendFailsTheLeftoverCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the probe on the host")
+	}
+	b := &leakingBackend{}
+	t.Cleanup(b.killAll)
+	h, err := newHarness(t, Connect(t, insecureInfo, b), Config{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.leftoverWait = time.Second
+	c, _ := checkByName("timeout-cleanup")
+	o := h.runCheck(t.Context(), c)
+	if o.ok || o.skip != "" || !strings.Contains(o.detail, "probe processes left behind") {
+		t.Errorf("timeout-cleanup against a backend that leaves the probe running: ok %v, skip %q, detail %s", o.ok, o.skip, o.detail)
+	}
+	t.Logf("timeout-cleanup: %s", firstLine(o.detail))
 }
 
 func firstLine(s string) string {

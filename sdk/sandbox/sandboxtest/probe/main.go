@@ -9,6 +9,9 @@
 //
 //	{"check":"<check>","ok":true,"detail":"..."}
 //
+// (cpu-limit adds "values" with its measurements, and first prints a line
+// saying it waits for the suite on stdin: see checkCPULimit.)
+//
 // where ok means "the sandbox held" (the attempt was refused, the resource
 // was absent, the limit stopped it), and exits 0. An unknown check prints
 // ok=false and exits 2.
@@ -46,10 +49,15 @@ import (
 
 // result is the one JSON line a check prints.
 type result struct {
-	Check  string `json:"check"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
+	Check  string             `json:"check"`
+	OK     bool               `json:"ok"`
+	Detail string             `json:"detail"`
+	Values map[string]float64 `json:"values,omitempty"`
 }
+
+// values are the measurements a check reports besides its verdict, for the
+// suite to decide by (cpu-limit).
+var values map[string]float64
 
 // checkFunc runs one check with the arguments after its name and reports
 // whether the sandbox held, with a detail for humans.
@@ -121,7 +129,7 @@ var checks = map[string]checkFunc{
 
 	// resource limits
 	"pids-limit":   checkPidsLimit,   // PIDS
-	"cpu-limit":    checkCPULimit,    // CPUS
+	"cpu-limit":    checkCPULimit,    // CPUS SPINNERS TOKEN
 	"memory-limit": checkMemoryLimit, // BYTES
 
 	// sealed egress (Spec.EgressSocket)
@@ -149,7 +157,7 @@ func main() {
 		os.Exit(2)
 	}
 	ok, detail := f(args)
-	emit(result{Check: name, OK: ok, Detail: detail})
+	emit(result{Check: name, OK: ok, Detail: detail, Values: values})
 }
 
 func checkNames() []string {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,20 +108,42 @@ func checkMemoryLimit(args []string) (bool, string) {
 }
 
 const (
-	cpuSpin  = 2 * time.Second
+	cpuSpin  = 2 * time.Second // spin time of a run without the suite's handshake
 	cpuSlack = 1.3
 )
 
-// checkCPULimit: CPUS. Spin on every CPU for cpuSpin of wall time and
-// measure the CPU time used (getrusage, all threads): it must stay within
-// CPUS×cpuSlack of the wall time.
+// cpuReady is the line the cpu-limit check prints to stdout once it waits
+// for the suite's "go".
+const cpuReady = "cpu-limit-ready"
+
+// checkCPULimit: CPUS SPINNERS [TOKEN]. Prints cpuReady and waits for a
+// line on stdin: after "go", SPINNERS goroutines spin (GOMAXPROCS SPINNERS)
+// until the next line or the end of stdin; when stdin ends before "go" they
+// spin for cpuSpin instead. It measures the CPU time used (getrusage, all
+// threads) per second of wall time: ok when it stays within CPUS×cpuSlack.
+// The suite decides the check itself (checks.go) from this measurement,
+// reported in the result's values, and from what it reads on the host at
+// the same time: the suite stops the spin only after reading the cgroup's
+// throttling counters, so the process and its cgroup are still there when
+// it reads them. TOKEN only marks the command line, so that the suite finds
+// this process on the host.
 func checkCPULimit(args []string) (bool, string) {
 	cpus, err := strconv.ParseFloat(arg(args, 0), 64)
 	if err != nil || cpus <= 0 {
 		return false, fmt.Sprintf("bad CPUS argument %q", arg(args, 0))
 	}
-	spinners := max(2, runtime.NumCPU())
+	spinners, err := strconv.Atoi(arg(args, 1))
+	if err != nil || spinners <= 0 {
+		return false, fmt.Sprintf("bad SPINNERS argument %q", arg(args, 1))
+	}
 	runtime.GOMAXPROCS(spinners)
+	fmt.Println(cpuReady)
+	in := bufio.NewReader(os.Stdin)
+	line, err := in.ReadString('\n')
+	handshake := err == nil && strings.TrimSpace(line) == "go"
+	if err == nil && !handshake {
+		return false, fmt.Sprintf("expected \"go\" on stdin, got %q", line)
+	}
 	var before, after unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &before); err != nil {
 		return false, "getrusage: " + err.Error()
@@ -140,7 +164,11 @@ func checkCPULimit(args []string) (bool, string) {
 			_ = x
 		}()
 	}
-	time.Sleep(cpuSpin)
+	if handshake {
+		_, _ = in.ReadString('\n') // "stop", or the end of stdin
+	} else {
+		time.Sleep(cpuSpin)
+	}
 	done.Store(true)
 	wg.Wait()
 	wall := time.Since(start)
@@ -149,6 +177,7 @@ func checkCPULimit(args []string) (bool, string) {
 	}
 	used := tv(after.Utime) + tv(after.Stime) - tv(before.Utime) - tv(before.Stime)
 	ratio := used.Seconds() / wall.Seconds()
+	values = map[string]float64{"cpu_seconds": used.Seconds(), "wall_seconds": wall.Seconds()}
 	detail := fmt.Sprintf("%d spinners used %v CPU in %v wall: %.2f CPUs, limit %.2f (allowed up to %.2f)",
 		spinners, used.Round(time.Millisecond), wall.Round(time.Millisecond), ratio, cpus, cpus*cpuSlack)
 	return ratio <= cpus*cpuSlack, detail
