@@ -41,16 +41,16 @@ func open(path string, flag int, perm os.FileMode) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s is %s: %w", path, describe(fi.Mode()), ErrNotRegular)
+		return nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(fi.Mode()), ErrNotRegular)
 	}
 	return f, nil
 }
 
-// describe names a file type for messages.
-func describe(m fs.FileMode) string {
+// DescribeMode names a file type for messages ("a named pipe (FIFO)", "a socket", …).
+func DescribeMode(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
+		return "a named pipe (FIFO)"
 	case m&fs.ModeCharDevice != 0:
 		return "a character device"
 	case m&fs.ModeDevice != 0:

@@ -41,8 +41,8 @@ func TestReadFile(t *testing.T) {
 		path, want string
 		read       func(string, int64) ([]byte, error)
 	}{
-		{fifo, "a FIFO", ReadFile},
-		{fifo, "a FIFO", ReadFileFollow},
+		{fifo, "a named pipe (FIFO)", ReadFile},
+		{fifo, "a named pipe (FIFO)", ReadFileFollow},
 		{"/dev/zero", "a character device", ReadFileFollow},
 		{dir, "a directory", ReadFile},
 		{link, "a symlink", ReadFile},

@@ -24,7 +24,7 @@ func TestHostileConfigFiles(t *testing.T) {
 	deep := filepath.Join(dir, "deep.json")
 	writeFile(t, deep, `{"trust":`+strings.Repeat(`{"a":`, 20000)+`1`+strings.Repeat(`}`, 20001))
 	for path, want := range map[string]string{
-		fifo: "config " + fifo + " is a FIFO: not a regular file",
+		fifo: "config " + fifo + " is a named pipe (FIFO): not a regular file",
 		deep: "nested deeper than 64 levels",
 	} {
 		_, err := Load(path)

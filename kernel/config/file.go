@@ -353,7 +353,7 @@ func readDoc(path string) (doc any, data []byte, err error) {
 		}
 	}
 	if errors.Is(err, bounded.ErrNotRegular) {
-		return nil, nil, reason.New(reason.ConfigInvalid, "config %w", err) // "config PATH is a FIFO: ..."
+		return nil, nil, reason.New(reason.ConfigInvalid, "config %w", err) // "config PATH is a named pipe (FIFO): ..."
 	}
 	if err != nil {
 		return nil, nil, reason.New(reason.ConfigInvalid, "cannot read config %s: %w", path, err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"io"
 	"io/fs"
 	"os"
@@ -69,7 +70,7 @@ func copyTree(src, dst string, lim Limits) error {
 			return os.Symlink(link, target)
 		}
 		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)",
-			filepath.ToSlash(rel), describe(m)))
+			filepath.ToSlash(rel), bounded.DescribeMode(m)))
 	})
 }
 
@@ -133,7 +134,7 @@ func makeReadOnly(dir string) error {
 			}
 			return os.Chmod(p, mode)
 		}
-		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package", p, describe(d.Type())))
+		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package", p, bounded.DescribeMode(d.Type())))
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"hash"
 	"io"
 	"io/fs"
@@ -129,7 +130,7 @@ func scanTree(dir string) ([]entry, *os.Root, error) {
 				return err
 			}
 		default:
-			return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)", p, describe(m)))
+			return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)", p, bounded.DescribeMode(m)))
 		}
 		entries = append(entries, entry{path: p, mode: m})
 		return nil
@@ -182,18 +183,4 @@ func fileSHA256(root *os.Root, p string, cache *hashcache.Cache, abs string) (st
 		return "", err
 	}
 	return hex.EncodeToString(sum), nil
-}
-
-func describe(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSymlink != 0:
-		return "a symlink"
-	}
-	return "a special file"
 }

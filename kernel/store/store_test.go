@@ -350,7 +350,7 @@ func TestFailedInstallLeavesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return dir
-		}, nil, "data/fifo: a named pipe is not allowed"},
+		}, nil, "data/fifo: a named pipe (FIFO) is not allowed"},
 		{"symlink outside", func(t *testing.T) string {
 			dir := makePkg(t, "echo-pack", "1.0.0")
 			if err := os.Symlink("../../../etc/passwd", filepath.Join(dir, "data", "passwd")); err != nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentnode/agentnode/sdk/jsondepth"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -144,28 +145,8 @@ func SchemaTooBig(raw []byte) string {
 	if len(raw) > MaxSchemaBytes {
 		return fmt.Sprintf("the input schema is larger than %d bytes", MaxSchemaBytes)
 	}
-	depth, inString, escaped := 0, false, false
-	for _, c := range raw {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > MaxSchemaDepth {
-				return fmt.Sprintf("the input schema is nested deeper than %d", MaxSchemaDepth)
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if _, over := jsondepth.Exceeds(raw, MaxSchemaDepth); over {
+		return fmt.Sprintf("the input schema is nested deeper than %d", MaxSchemaDepth)
 	}
 	return ""
 }
