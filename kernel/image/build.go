@@ -112,15 +112,140 @@ func Build(homeDir string, opts BuildOptions) (*Image, error) {
 	if fwdArch != arch {
 		return nil, fmt.Errorf("egress forwarder %s is for %s, busybox for %s", fwdPath, fwdArch, arch)
 	}
-	layer, err := newLayer(rootfsTar(bin, fwd))
+	return buildFrom(homeDir, DefaultName, baseEntries(bin, fwd), arch, baseCreatedBy(bin, fwd), []string{"/bin/sh"})
+}
+
+// File is one entry that BuildDerived adds to the default image's content.
+type File struct {
+	// Name is the path in the image: relative, clean, no leading "/" or
+	// "./"; a directory's may end in "/".
+	Name string
+	Type byte   // tar.TypeDir, tar.TypeReg or tar.TypeSymlink
+	Mode int64  // permission bits (0o777 at most)
+	Body []byte // a regular file's content
+	Link string // a symlink's target
+}
+
+// Derived is an image built on the default image's content (BuildDerived).
+type Derived struct {
+	Name      string   // repository name, e.g. agentnode/python
+	Files     []File   // added to the default image's entries
+	Cmd       []string // the config's Cmd
+	CreatedBy string   // what the history entry says about Files, after the base's inputs
+}
+
+// BuildDerived builds an image like Build, from the same busybox and
+// forwarder (opts), holding the default image's entries plus d.Files in its
+// one layer, and installs it as d.Name. A directory of d.Files that the
+// default image has already is the same entry; any other name given twice
+// is an error. Missing parent directories are added (0755). The same inputs
+// give the same digests (specs/image.md's rules).
+func BuildDerived(homeDir string, opts BuildOptions, d Derived) (*Image, error) {
+	bb := opts.BusyboxPath
+	if bb == "" {
+		bb = DefaultBusybox
+	}
+	bin, arch, err := readBusybox(bb)
 	if err != nil {
 		return nil, err
 	}
-	img, err := imageFor(layer, arch, bin, fwd)
+	fwdPath, err := forwarderPath(opts.ForwarderPath)
 	if err != nil {
 		return nil, err
 	}
-	return store(homeDir, img, layer)
+	fwd, fwdArch, err := readStatic(fwdPath, "egress forwarder", maxForwarder,
+		"build it with `make build` (CGO_ENABLED=0)")
+	if err != nil {
+		return nil, err
+	}
+	if fwdArch != arch {
+		return nil, fmt.Errorf("egress forwarder %s is for %s, busybox for %s", fwdPath, fwdArch, arch)
+	}
+	if d.Name == "" || d.Name == DefaultName {
+		return nil, fmt.Errorf("derived image: name %q is not a name of its own", d.Name)
+	}
+	entries, err := addFiles(baseEntries(bin, fwd), d.Files)
+	if err != nil {
+		return nil, fmt.Errorf("derived image %s: %w", d.Name, err)
+	}
+	return buildFrom(homeDir, d.Name, entries, arch, baseCreatedBy(bin, fwd)+"; "+d.CreatedBy, d.Cmd)
+}
+
+// addFiles returns base plus files, with missing parent directories.
+func addFiles(base []tarEntry, files []File) ([]tarEntry, error) {
+	byName := make(map[string]tarEntry, len(base)+len(files))
+	key := func(e tarEntry) string { return strings.TrimSuffix(e.name, "/") }
+	for _, e := range base {
+		byName[key(e)] = e
+	}
+	out := base
+	add := func(e tarEntry) error {
+		if old, ok := byName[key(e)]; ok {
+			if old.typ == tar.TypeDir && e.typ == tar.TypeDir {
+				return nil
+			}
+			return fmt.Errorf("%s is in the image twice", key(e))
+		}
+		byName[key(e)] = e
+		out = append(out, e)
+		return nil
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(f.Name, "/")
+		if name == "" || strings.ContainsRune(name, 0) || name != path.Clean(name) || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return nil, fmt.Errorf("%w: file name %q", ErrUnsafeLayer, f.Name)
+		}
+		if f.Mode&^0o777 != 0 {
+			return nil, fmt.Errorf("%w: %s has mode %o", ErrUnsafeLayer, name, f.Mode)
+		}
+		e := tarEntry{name: name, typ: f.Type, mode: f.Mode}
+		switch f.Type {
+		case tar.TypeDir:
+			e.name += "/"
+		case tar.TypeReg:
+			e.body = f.Body
+		case tar.TypeSymlink:
+			if err := checkSymlink(name, f.Link); err != nil {
+				return nil, err
+			}
+			e.link = f.Link
+		default:
+			return nil, fmt.Errorf("%w: %s has type %s", ErrUnsafeLayer, name, typeName(f.Type))
+		}
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			if err := add(tarEntry{name: d + "/", typ: tar.TypeDir, mode: 0o755}); err != nil {
+				return nil, err
+			}
+		}
+		if err := add(e); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// buildFrom writes entries as the image's one layer, with the fixed config
+// (arch, createdBy in the history, cmd), and installs it as name.
+func buildFrom(homeDir, name string, entries []tarEntry, arch, createdBy string, cmd []string) (*Image, error) {
+	tarBytes, err := writeTar(entries)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := newLayer(tarBytes)
+	if err != nil {
+		return nil, err
+	}
+	img, err := imageFor(layer, arch, createdBy, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return store(homeDir, name, img, layer)
+}
+
+// baseCreatedBy names the default image's inputs in its history entry.
+func baseCreatedBy(busybox, forwarder []byte) string {
+	return "agentnode sandbox build: busybox " + sha256Hash(busybox).String() +
+		", egress forwarder " + sha256Hash(forwarder).String()
 }
 
 // forwarderPath is p, or ForwarderName beside the running executable.
@@ -235,9 +360,8 @@ func egressEntries(forwarder []byte) []tarEntry {
 	)
 }
 
-// rootfsTar returns the layer's uncompressed tar: sorted entries, every
-// entry owned by 0:0 with mtime epoch, USTAR format.
-func rootfsTar(busybox, forwarder []byte) []byte {
+// baseEntries are the default image's entries.
+func baseEntries(busybox, forwarder []byte) []tarEntry {
 	dir := func(n string) tarEntry { return tarEntry{name: n + "/", typ: tar.TypeDir, mode: 0o755} }
 	file := func(n string, mode int64, body string) tarEntry {
 		return tarEntry{name: n, typ: tar.TypeReg, mode: mode, body: []byte(body)}
@@ -273,6 +397,13 @@ func rootfsTar(busybox, forwarder []byte) []byte {
 			entries = append(entries, e)
 		}
 	}
+	return entries
+}
+
+// writeTar returns the layer's uncompressed tar: entries sorted by name,
+// every entry owned by 0:0 (unless uid is set) with mtime epoch, USTAR
+// format.
+func writeTar(entries []tarEntry) ([]byte, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 
 	var buf bytes.Buffer
@@ -289,19 +420,19 @@ func rootfsTar(busybox, forwarder []byte) []byte {
 			ModTime:  epoch,
 			Format:   tar.FormatUSTAR,
 		}
-		// Writes to a bytes.Buffer cannot fail; a header error would be a
-		// bug in the fixed entries above.
+		// Writes to a bytes.Buffer cannot fail; a header error is a name or
+		// link USTAR cannot hold (only possible for BuildDerived's files).
 		if err := tw.WriteHeader(hdr); err != nil {
-			panic(fmt.Sprintf("image: tar header %s: %v", e.name, err))
+			return nil, fmt.Errorf("%w: tar header %s: %w", ErrUnsafeLayer, e.name, err)
 		}
 		if _, err := tw.Write(e.body); err != nil {
-			panic(fmt.Sprintf("image: tar body %s: %v", e.name, err))
+			return nil, fmt.Errorf("tar body %s: %w", e.name, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		panic(fmt.Sprintf("image: tar close: %v", err))
+		return nil, fmt.Errorf("tar: %w", err)
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 // layer is a gzip-compressed layer held in memory. Its gzip stream has no
@@ -351,7 +482,7 @@ var _ v1.Layer = (*layer)(nil)
 
 // imageFor assembles the image: OCI media types, a fixed config and the one
 // layer.
-func imageFor(l *layer, arch string, busybox, forwarder []byte) (v1.Image, error) {
+func imageFor(l *layer, arch, createdBy string, cmd []string) (v1.Image, error) {
 	cfg := &v1.ConfigFile{
 		Architecture: arch,
 		OS:           "linux",
@@ -360,7 +491,7 @@ func imageFor(l *layer, arch string, busybox, forwarder []byte) (v1.Image, error
 			User:       "1000:1000",
 			Env:        []string{"PATH=/bin:/usr/bin"},
 			WorkingDir: "/tmp",
-			Cmd:        []string{"/bin/sh"},
+			Cmd:        cmd,
 		},
 		RootFS: v1.RootFS{Type: "layers"},
 	}
@@ -373,9 +504,8 @@ func imageFor(l *layer, arch string, busybox, forwarder []byte) (v1.Image, error
 	img, err = mutate.Append(img, mutate.Addendum{
 		Layer: l,
 		History: v1.History{
-			Created: v1.Time{Time: epoch},
-			CreatedBy: "agentnode sandbox build: busybox " + sha256Hash(busybox).String() +
-				", egress forwarder " + sha256Hash(forwarder).String(),
+			Created:   v1.Time{Time: epoch},
+			CreatedBy: createdBy,
 		},
 	})
 	if err != nil {
@@ -384,9 +514,9 @@ func imageFor(l *layer, arch string, busybox, forwarder []byte) (v1.Image, error
 	return img, nil
 }
 
-// store writes the built img into the layout of homeDir, records it in
-// index.json and unpacks its rootfs (see install).
-func store(homeDir string, img v1.Image, l *layer) (*Image, error) {
+// store writes the built img into the layout of homeDir as name, records
+// it in index.json and unpacks its rootfs (see install).
+func store(homeDir, name string, img v1.Image, l *layer) (*Image, error) {
 	rawCfg, err := img.RawConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("image config: %w", err)
@@ -399,7 +529,7 @@ func store(homeDir string, img v1.Image, l *layer) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image config: %w", err)
 	}
-	return install(homeDir, DefaultName, rawManifest, rawCfg, cfg, []stagedLayer{{
+	return install(homeDir, name, rawManifest, rawCfg, cfg, []stagedLayer{{
 		digest:       l.digest,
 		compressed:   l.Compressed,
 		uncompressed: l.Uncompressed,

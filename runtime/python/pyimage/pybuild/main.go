@@ -1,0 +1,45 @@
+// Command pybuild builds the Python runtime image (runtime/python/pyimage)
+// into an agentnode home and prints the image and what went into it as
+// JSON. It is how developers and the pyimage tests build the image (the
+// tests run it as a separate program so that the race detector does not
+// instrument 50 MB of gzip) until `agentnode sandbox build` can.
+//
+//	pybuild -home DIR [-busybox PATH] [-forwarder PATH]
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/runtime/python/pyimage"
+)
+
+func main() {
+	home := flag.String("home", "", "agentnode home to build into (required)")
+	busybox := flag.String("busybox", image.DefaultBusybox, "statically linked busybox")
+	forwarder := flag.String("forwarder", "", "egress forwarder (default: beside this program)")
+	flag.Parse()
+	if *home == "" || flag.NArg() != 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	img, contents, err := pyimage.Build(*home, pyimage.Options{
+		Base: image.BuildOptions{BusyboxPath: *busybox, ForwarderPath: *forwarder},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pybuild:", err)
+		os.Exit(1)
+	}
+	out, err := json.Marshal(struct {
+		Image    *image.Image      `json:"image"`
+		Contents *pyimage.Contents `json:"contents"`
+	}{img, contents})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pybuild:", err)
+		os.Exit(1)
+	}
+	fmt.Println(string(out))
+}

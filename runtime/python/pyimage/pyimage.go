@@ -1,0 +1,256 @@
+// Package pyimage builds agentnode's Python runtime image, offline and
+// reproducibly: the default sandbox image's content (kernel/image: busybox,
+// the /etc files, the mount points, the egress forwarder) plus Debian's
+// Python 3 interpreter and standard library with the shared libraries they
+// load, taken file by file from the packages installed on this host as
+// dpkg's database lists them (admin/info/<pkg>.list), each regular file
+// checked against the package's checksum (<pkg>.md5sums, or the status
+// file's Conffiles) before it goes in, and the tool shim of
+// runtime/python at python.ShimPath. Nothing is downloaded. The same
+// installed package versions and the same shim give the same digests.
+// specs/python.md describes the image.
+package pyimage
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/runtime/python"
+)
+
+// Name is the repository name of the Python runtime image.
+const Name = "agentnode/python"
+
+// DefaultRoots are the packages the image is built from, with everything
+// they depend on: python3-minimal (the interpreter, /usr/bin/python3) and
+// libpython3-stdlib (the whole standard library of Debian's default
+// Python 3 version).
+var DefaultRoots = []string{"python3-minimal", "libpython3-stdlib"}
+
+// Options are the inputs of Build.
+type Options struct {
+	// Base names the busybox and egress forwarder of the default image's
+	// content (kernel/image.BuildOptions).
+	Base image.BuildOptions
+	// Root is the filesystem the packages are installed in; empty means
+	// "/".
+	Root string
+	// Admin is dpkg's database; empty means Root/var/lib/dpkg.
+	Admin string
+	// Roots are the packages to take, with their dependencies; empty means
+	// DefaultRoots.
+	Roots []string
+	// Arch is the dpkg architecture of the packages; empty means this
+	// program's (amd64, arm64: Go and Debian spell them alike).
+	Arch string
+}
+
+// Package is one package that went into the image.
+type Package struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Arch    string `json:"arch"`
+	Files   int    `json:"files"` // regular files
+	Bytes   int64  `json:"bytes"` // their size
+}
+
+// Contents is what Collect took.
+type Contents struct {
+	Packages []Package `json:"packages"`
+	// Skipped are Essential packages reached through dependencies and not
+	// followed (dpkg: the interpreter never loads them).
+	Skipped []string `json:"skipped"`
+	Files   int      `json:"files"`   // regular files, the shim included
+	Entries int      `json:"entries"` // files, directories and symlinks
+	Bytes   int64    `json:"bytes"`   // size of the regular files
+}
+
+// Collect reads the packages of opts from the dpkg database and returns the
+// image's files besides the default image's content: the packages' files
+// in the merged-/usr layout (with the /lib, /lib64, ... symlinks into /usr
+// for those used), and the shim.
+func Collect(opts Options) ([]image.File, *Contents, error) {
+	root := opts.Root
+	if root == "" {
+		root = "/"
+	}
+	admin := opts.Admin
+	if admin == "" {
+		admin = filepath.Join(root, "var", "lib", "dpkg")
+	}
+	roots := opts.Roots
+	if len(roots) == 0 {
+		roots = DefaultRoots
+	}
+	arch := opts.Arch
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	db, err := readStatus(admin, arch)
+	if err != nil {
+		return nil, nil, err
+	}
+	pkgs, skippedPkgs, err := db.closure(roots)
+	if err != nil {
+		return nil, nil, err
+	}
+	contents := &Contents{Skipped: skippedPkgs}
+	if contents.Skipped == nil {
+		contents.Skipped = []string{}
+	}
+
+	type listed struct {
+		pkg  *dpkgPackage
+		host string // the path as the package lists it
+		sums map[string]string
+	}
+	byPath := map[string][]listed{} // canonical path → the packages listing it
+	for _, p := range pkgs {
+		paths, err := db.fileList(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		sums, err := db.md5sums(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, hp := range paths {
+			cp, _ := canonical(hp)
+			byPath[cp] = append(byPath[cp], listed{pkg: p, host: hp, sums: sums})
+		}
+	}
+	// A listed path with listed paths below it is a directory, whatever is
+	// on the host (on a merged-/usr host /lib is a symlink to usr/lib).
+	isParent := map[string]bool{}
+	for cp := range byPath {
+		for d := filepath.Dir(cp); d != "/"; d = filepath.Dir(d) {
+			isParent[d] = true
+		}
+	}
+	paths := make([]string, 0, len(byPath))
+	for cp := range byPath {
+		paths = append(paths, cp)
+	}
+	sort.Strings(paths)
+
+	perPkg := map[string]*Package{}
+	for _, p := range pkgs {
+		perPkg[p.name] = &Package{Name: p.name, Version: p.version, Arch: p.arch}
+	}
+	var files []image.File
+	movedFrom := map[string]bool{}
+	for _, cp := range paths {
+		ls := byPath[cp]
+		l := ls[0]
+		for _, x := range ls {
+			if _, m := canonical(x.host); m != "" {
+				movedFrom[m] = true
+			}
+		}
+		name := strings.TrimPrefix(cp, "/")
+		if isParent[cp] {
+			files = append(files, image.File{Name: name, Type: tar.TypeDir, Mode: 0o755})
+			continue
+		}
+		hostPath := filepath.Join(root, l.host)
+		fi, err := os.Lstat(hostPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s lists %s: %w", ErrPackage, l.pkg.name, l.host, err)
+		}
+		if len(ls) > 1 && !fi.IsDir() {
+			// Directories are listed by every package with files in
+			// them; anything else belongs to one package.
+			return nil, nil, fmt.Errorf("%w: %s is in %s and %s", ErrPackage, cp, ls[0].pkg.name, ls[1].pkg.name)
+		}
+		switch {
+		case fi.IsDir():
+			files = append(files, image.File{Name: name, Type: tar.TypeDir, Mode: 0o755})
+		case fi.Mode()&os.ModeSymlink != 0:
+			if _, hasSum := l.sums[l.host]; hasSum {
+				return nil, nil, fmt.Errorf("%w: %s is a symlink, package %s has a file there", ErrChecksum, hostPath, l.pkg.name)
+			}
+			target, err := os.Readlink(hostPath)
+			if err != nil {
+				return nil, nil, err
+			}
+			files = append(files, image.File{Name: name, Type: tar.TypeSymlink, Mode: 0o777, Link: target})
+		case fi.Mode().IsRegular():
+			data, err := readVerified(hostPath, l.sums[l.host])
+			if err != nil {
+				return nil, nil, fmt.Errorf("package %s: %w", l.pkg.name, err)
+			}
+			mode := int64(0o644)
+			if fi.Mode().Perm()&0o111 != 0 {
+				mode = 0o755
+			}
+			files = append(files, image.File{Name: name, Type: tar.TypeReg, Mode: mode, Body: data})
+			pp := perPkg[l.pkg.name]
+			pp.Files++
+			pp.Bytes += int64(len(data))
+		default:
+			return nil, nil, fmt.Errorf("%w: %s is a %s", ErrPackage, hostPath, fi.Mode().Type())
+		}
+	}
+	for m := range movedFrom {
+		if m != "bin" { // the base image's busybox directory
+			files = append(files, image.File{Name: m, Type: tar.TypeSymlink, Mode: 0o777, Link: "usr/" + m})
+		}
+	}
+	files = append(files, image.File{
+		Name: strings.TrimPrefix(python.ShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.Shim,
+	})
+
+	for _, p := range pkgs {
+		contents.Packages = append(contents.Packages, *perPkg[p.name])
+	}
+	for _, f := range files {
+		contents.Entries++
+		if f.Type == tar.TypeReg {
+			contents.Files++
+			contents.Bytes += int64(len(f.Body))
+		}
+	}
+	return files, contents, nil
+}
+
+// Build collects the files (Collect) and builds the image Name from them
+// on the default image's content (image.BuildDerived): written to the OCI
+// layout of homeDir, unpacked and verified like the default image, addressed
+// by its digest. The config's Cmd is the interpreter.
+func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
+	files, contents, err := Collect(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := image.BuildDerived(homeDir, opts.Base, image.Derived{
+		Name:      Name,
+		Files:     files,
+		Cmd:       []string{python.Interpreter},
+		CreatedBy: createdBy(contents),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return img, contents, nil
+}
+
+// createdBy is the history entry: the packages and versions, the shim's
+// digest.
+func createdBy(c *Contents) string {
+	var b strings.Builder
+	b.WriteString("agentnode python runtime: debian")
+	for _, p := range c.Packages {
+		fmt.Fprintf(&b, " %s=%s", p.Name, p.Version)
+	}
+	sum := sha256.Sum256(python.Shim)
+	b.WriteString(", shim sha256:" + hex.EncodeToString(sum[:]))
+	return b.String()
+}

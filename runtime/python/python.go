@@ -1,0 +1,47 @@
+// Package python holds agentnode's Python tool shim, the one program through
+// which a `runtime: python` tool of an AgentNode package runs: it speaks the
+// tool I/O protocol (specs/toolio.md) on its standard streams and calls the
+// package's Python entrypoint with AgentNode's semantics. The shim
+// (agentnode_tool.py, Python 3.8+, standard library only) is embedded here so
+// that the host executor can write it beside a run and the image builder
+// (runtime/python/pyimage) can bake it into the Python runtime image at
+// ShimPath. specs/python.md describes both.
+package python
+
+import (
+	_ "embed"
+)
+
+// Shim is the source of agentnode_tool.py.
+//
+//go:embed agentnode_tool.py
+var Shim []byte
+
+// ShimPath is where the Python runtime image holds the shim.
+const ShimPath = "/usr/lib/agentnode/agentnode_tool.py"
+
+// Interpreter is the Python interpreter of the Python runtime image, and the
+// one the host uses (Debian's python3; never one found on PATH).
+const Interpreter = "/usr/bin/python3"
+
+// DepsDir is the directory inside a package that holds its installed
+// dependencies (`pip install --target`); the shim puts it on sys.path after
+// the package's own code and processes its .pth files.
+const DepsDir = ".deps"
+
+// Command is the argv that runs one call of the tool whose entrypoint is
+// entrypoint ("module.path:function", or "module.path" for its run) in the
+// package at packDir, with interpreter python and the shim at shim. The
+// flags are the isolation the shim requires: -I (no PYTHON* variables, no
+// user site-packages, no script directory on sys.path), -S (no
+// site-packages of the interpreter: only the package and its DepsDir), -B
+// (no bytecode written). packageLevel says entrypoint is the package-level
+// entrypoint of a tool without its own, which the SDK resolves by trying a
+// function named like the tool first.
+func Command(python, shim, packDir, entrypoint string, packageLevel bool) []string {
+	argv := []string{python, "-I", "-S", "-B", shim}
+	if packageLevel {
+		argv = append(argv, "--package-entrypoint")
+	}
+	return append(argv, packDir, entrypoint)
+}

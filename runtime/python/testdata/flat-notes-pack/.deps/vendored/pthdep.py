@@ -1,0 +1,1 @@
+NAME = "pthdep from a .pth path"

@@ -1,0 +1,1 @@
+"""flat-notes-pack: format a note."""
