@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/toolio"
-	"github.com/agentnode/agentnode/runtime/python"
+	"github.com/agentnode/agentnode/sdk/python"
 )
 
 // needHostPython skips unless this host has Debian's python3 in its dpkg

@@ -1,4 +1,4 @@
-// Command pybuild builds the Python runtime image (runtime/python/pyimage)
+// Command pybuild builds the Python runtime image (cmd/agentnode/pyimage)
 // into an agentnode home and prints the image and what went into it as
 // JSON. It is how developers and the pyimage tests build the image (the
 // tests run it as a separate program so that the race detector does not
@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/runtime/python/pyimage"
 )
 
 func main() {

@@ -6,7 +6,7 @@
 // dpkg's database lists them (admin/info/<pkg>.list), each regular file
 // checked against the package's checksum (<pkg>.md5sums, or the status
 // file's Conffiles) before it goes in, and the tool shim of
-// runtime/python at python.ShimPath. Nothing is downloaded. The same
+// sdk/python at python.ShimPath. Nothing is downloaded. The same
 // installed package versions and the same shim give the same digests.
 // specs/python.md describes the image.
 package pyimage
@@ -23,7 +23,7 @@ import (
 	"strings"
 
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/runtime/python"
+	"github.com/agentnode/agentnode/sdk/python"
 )
 
 // Name is the repository name of the Python runtime image.

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/runtime/python"
+	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 

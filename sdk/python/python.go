@@ -4,7 +4,7 @@
 // package's Python entrypoint with AgentNode's semantics. The shim
 // (agentnode_tool.py, Python 3.8+, standard library only) is embedded here so
 // that the host executor can write it beside a run and the image builder
-// (runtime/python/pyimage) can bake it into the Python runtime image at
+// (cmd/agentnode/pyimage) can bake it into the Python runtime image at
 // ShimPath. specs/python.md describes both.
 package python
 
