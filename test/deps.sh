@@ -19,9 +19,10 @@ profile="${1:-test}"
 # busybox-static, from which `agentnode sandbox build` makes the image.
 demo_pkgs=(gcc make git libc6-dev libseccomp-dev pkg-config
   dbus dbus-x11 gnome-keyring libsecret-tools busybox-static)
-# The backends' own engines, protoc for `make proto`, and Node for the
-# official TypeScript MCP client.
-test_pkgs=(runc protobuf-compiler)
+# runc, protoc for `make proto`, Debian's python3 (the Python tool shim's
+# tests and the Python runtime image, built from its installed files), and
+# (below) the engines and Node for the official TypeScript MCP client.
+test_pkgs=(runc protobuf-compiler python3)
 
 case "$profile" in
 demo) want=("${demo_pkgs[@]}") ;;

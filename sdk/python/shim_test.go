@@ -49,6 +49,10 @@ with os.fdopen(3, "w") as f:
 func needPython(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(hostPython); err != nil {
+		// In CI (AGENTNODE_REQUIRE_PYTHON=1) a missing python3 fails.
+		if os.Getenv("AGENTNODE_REQUIRE_PYTHON") == "1" {
+			t.Fatalf("AGENTNODE_REQUIRE_PYTHON=1 but %s: %v (Debian's python3-minimal)", hostPython, err)
+		}
 		t.Skipf("%s: %v (Debian's python3-minimal)", hostPython, err)
 	}
 }
