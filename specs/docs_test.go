@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/agentnode/agentnode/kernel/reason"
 )
 
 // repoRoot is the repository's top directory (this file is in specs/).
@@ -164,45 +162,4 @@ func docExists(doc, dir string, byBase, exists map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// TestCLIReasonCodes keeps specs/cli.md's table of reason codes equal to
-// kernel/reason.Codes, exit codes included.
-func TestCLIReasonCodes(t *testing.T) {
-	b, err := os.ReadFile("cli.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9]) \\|")
-	documented := map[string]int{}
-	var order []string
-	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
-		exit, _ := strconv.Atoi(m[2])
-		if _, dup := documented[m[1]]; dup {
-			t.Errorf("cli.md lists %s twice", m[1])
-		}
-		documented[m[1]] = exit
-		order = append(order, m[1])
-	}
-	if len(order) != len(reason.Codes) {
-		t.Errorf("cli.md documents %d reason codes, kernel/reason has %d", len(order), len(reason.Codes))
-	}
-	for _, c := range reason.Codes {
-		exit, ok := documented[string(c)]
-		switch {
-		case !ok:
-			t.Errorf("reason code %s is not documented in cli.md", c)
-		case exit != c.ExitCode():
-			t.Errorf("cli.md: %s exits %d, agentnode exits %d", c, exit, c.ExitCode())
-		}
-	}
-	known := map[string]bool{}
-	for _, c := range reason.Codes {
-		known[string(c)] = true
-	}
-	for _, c := range order {
-		if !known[c] {
-			t.Errorf("cli.md documents %s, which kernel/reason does not have", c)
-		}
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -90,5 +92,35 @@ func TestNewKeepsEveryCause(t *testing.T) {
 	}
 	if CodeOf(plain) != PolicyDenied {
 		t.Errorf("CodeOf = %q", CodeOf(plain))
+	}
+}
+
+// TestCLIReasonCodes keeps specs/cli.md's table of reason codes equal to
+// Codes, exit codes included.
+func TestCLIReasonCodes(t *testing.T) {
+	b, err := os.ReadFile("../../specs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9]) \\|")
+	documented := map[string]int{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		exit, _ := strconv.Atoi(m[2])
+		if _, dup := documented[m[1]]; dup {
+			t.Errorf("cli.md lists %s twice", m[1])
+		}
+		documented[m[1]] = exit
+	}
+	if len(documented) != len(Codes) {
+		t.Errorf("cli.md documents %d reason codes, Codes has %d", len(documented), len(Codes))
+	}
+	for _, c := range Codes {
+		exit, ok := documented[string(c)]
+		switch {
+		case !ok:
+			t.Errorf("reason code %s is not documented in specs/cli.md", c)
+		case exit != c.ExitCode():
+			t.Errorf("specs/cli.md: %s exits %d, agentnode exits %d", c, exit, c.ExitCode())
+		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // hostPython is Debian's interpreter, the one the Python runtime image is
@@ -134,25 +132,39 @@ func callDirect(t *testing.T, pack, entrypoint, input string) string {
 
 func request(t *testing.T, tool, input string) string {
 	t.Helper()
-	req, err := toolio.EncodeRequest(tool, json.RawMessage(input))
-	if err != nil {
+	// The request as the host writes it (specs/toolio.md): one compact line.
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(input)); err != nil {
 		t.Fatal(err)
 	}
-	return string(req)
+	name, _ := json.Marshal(tool)
+	return `{"tool":` + string(name) + `,"input":` + buf.String() + "}\n"
 }
 
 // checkResponse requires out to be one line holding a response the host
 // accepts.
-func checkResponse(t *testing.T, out string) *toolio.Response {
+// response is the tool I/O response (specs/toolio.md).
+type response struct {
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result"`
+	Error  string          `json:"error"`
+}
+
+func checkResponse(t *testing.T, out string) *response {
 	t.Helper()
 	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
 		t.Fatalf("stdout is not one line: %q", out)
 	}
-	resp, err := toolio.DecodeResponse([]byte(out))
-	if err != nil {
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	var resp response
+	if err := dec.Decode(&resp); err != nil {
 		t.Fatalf("stdout %q: %v", out, err)
 	}
-	return resp
+	if resp.OK == (resp.Error != "") || !resp.OK && resp.Result != nil {
+		t.Fatalf("stdout %q is not a valid response", out)
+	}
+	return &resp
 }
 
 // TestShimMatchesDirectCall runs tools of the test packages (ANP 0.1 and
