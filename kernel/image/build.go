@@ -92,27 +92,36 @@ type BuildOptions struct {
 // again is a no-op apart from repairing a layout blob or rootfs that no
 // longer matches.
 func Build(homeDir string, opts BuildOptions) (*Image, error) {
+	bin, fwd, arch, err := readBaseInputs(opts)
+	if err != nil {
+		return nil, err
+	}
+	return buildFrom(homeDir, DefaultName, baseEntries(bin, fwd), arch, baseCreatedBy(bin, fwd), []string{"/bin/sh"})
+}
+
+// readBaseInputs reads and checks the default image's inputs named by opts:
+// the static busybox and the static egress forwarder, of one architecture.
+func readBaseInputs(opts BuildOptions) (bin, fwd []byte, arch string, err error) {
 	bb := opts.BusyboxPath
 	if bb == "" {
 		bb = DefaultBusybox
 	}
-	bin, arch, err := readBusybox(bb)
-	if err != nil {
-		return nil, err
+	if bin, arch, err = readBusybox(bb); err != nil {
+		return nil, nil, "", err
 	}
 	fwdPath, err := forwarderPath(opts.ForwarderPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	fwd, fwdArch, err := readStatic(fwdPath, "egress forwarder", maxForwarder,
 		"build it with `make build` (CGO_ENABLED=0)")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if fwdArch != arch {
-		return nil, fmt.Errorf("egress forwarder %s is for %s, busybox for %s", fwdPath, fwdArch, arch)
+		return nil, nil, "", fmt.Errorf("egress forwarder %s is for %s, busybox for %s", fwdPath, fwdArch, arch)
 	}
-	return buildFrom(homeDir, DefaultName, baseEntries(bin, fwd), arch, baseCreatedBy(bin, fwd), []string{"/bin/sh"})
+	return bin, fwd, arch, nil
 }
 
 // File is one entry that BuildDerived adds to the default image's content.
@@ -141,25 +150,9 @@ type Derived struct {
 // is an error. Missing parent directories are added (0755). The same inputs
 // give the same digests (specs/image.md's rules).
 func BuildDerived(homeDir string, opts BuildOptions, d Derived) (*Image, error) {
-	bb := opts.BusyboxPath
-	if bb == "" {
-		bb = DefaultBusybox
-	}
-	bin, arch, err := readBusybox(bb)
+	bin, fwd, arch, err := readBaseInputs(opts)
 	if err != nil {
 		return nil, err
-	}
-	fwdPath, err := forwarderPath(opts.ForwarderPath)
-	if err != nil {
-		return nil, err
-	}
-	fwd, fwdArch, err := readStatic(fwdPath, "egress forwarder", maxForwarder,
-		"build it with `make build` (CGO_ENABLED=0)")
-	if err != nil {
-		return nil, err
-	}
-	if fwdArch != arch {
-		return nil, fmt.Errorf("egress forwarder %s is for %s, busybox for %s", fwdPath, fwdArch, arch)
 	}
 	if d.Name == "" || d.Name == DefaultName {
 		return nil, fmt.Errorf("derived image: name %q is not a name of its own", d.Name)
