@@ -117,7 +117,7 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 	})
 
 	t.Run("shim", func(t *testing.T) {
-		packs, err := filepath.Abs("../testdata")
+		packs, err := filepath.Abs("../../../sdk/python/testdata")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +135,9 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 			t.Fatal(err)
 		}
 		for _, tc := range cases {
+			if _, err := os.Stat(filepath.Join(packs, tc.pack, "pyproject.toml")); err != nil {
+				t.Fatalf("test pack %s: %v", tc.pack, err)
+			}
 			req, err := toolio.EncodeRequest("t", json.RawMessage(tc.input))
 			if err != nil {
 				t.Fatal(err)
