@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/tarsafe"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
@@ -210,7 +211,7 @@ func addFiles(base []tarEntry, files []File) ([]tarEntry, error) {
 			}
 			e.link = f.Link
 		default:
-			return nil, fmt.Errorf("%w: %s has type %s", ErrUnsafeLayer, name, typeName(f.Type))
+			return nil, fmt.Errorf("%w: %s has type %s", ErrUnsafeLayer, name, tarsafe.TypeName(f.Type))
 		}
 		for d := path.Dir(name); d != "."; d = path.Dir(d) {
 			if err := add(tarEntry{name: d + "/", typ: tar.TypeDir, mode: 0o755}); err != nil {
