@@ -1,23 +1,19 @@
 package image
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/kernel/treehash"
 )
 
 // Extraction limits.
@@ -185,85 +181,13 @@ func readSmall(p string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// treeHash hashes the tree at dir: for every entry, in lexical path order,
-// its relative path, type, permission bits (with setuid, setgid, sticky),
-// owner and group, and its content (a regular file's size and sha256, a
-// symlink's target). Any other file type is an error. A missing dir wraps
-// fs.ErrNotExist.
+// treeHash hashes the tree at dir in kernel/treehash's Rootfs format:
+// every entry's relative path, type, permission bits (with setuid, setgid,
+// sticky), owner and group, and content (a regular file's size and
+// sha256, a symlink's target). Any other file type is an error. A missing
+// dir wraps fs.ErrNotExist.
 func treeHash(dir string) (string, error) {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
-	}
-	h := sha256.New()
-	fh := sha256.New()
-	buf := make([]byte, 64<<10)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("%s: no ownership information", p)
-		}
-		var kind, content string
-		switch mode := info.Mode(); {
-		case mode.IsDir():
-			kind = "d"
-		case mode.IsRegular():
-			kind = "f"
-			sum, n, err := hashFile(p, fh, buf)
-			if err != nil {
-				return err
-			}
-			content = strconv.FormatInt(n, 10) + ":" + sum
-		case mode&fs.ModeSymlink != 0:
-			kind = "l"
-			if content, err = os.Readlink(p); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s is a special file (%s)", p, mode.Type())
-		}
-		// Every field is NUL-terminated and none can contain NUL.
-		for _, field := range []string{rel, kind, strconv.FormatUint(uint64(st.Mode)&0o7777, 8),
-			strconv.FormatUint(uint64(st.Uid), 10), strconv.FormatUint(uint64(st.Gid), 10), content} {
-			io.WriteString(h, field)
-			h.Write([]byte{0})
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// hashFile hashes a regular file without following a symlink put in its
-// place.
-func hashFile(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h.Reset()
-	n, err := io.CopyBuffer(h, f, buf)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return treehash.Hash(dir, treehash.Rootfs, treehash.Options{})
 }
 
 // extract unpacks the tar stream r into dst with kernel/tarsafe (see
