@@ -14,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
 	"github.com/agentnode/agentnode/kernel/treehash"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // Extraction limits.
@@ -97,14 +98,14 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error 
 			return fmt.Errorf("remove modified rootfs: %w", err)
 		}
 	}
-	if err := syncDir(base); err != nil {
+	if err := atomicfile.SyncDir(base); err != nil {
 		return fmt.Errorf("install rootfs: %w", err)
 	}
 	data, err := json.Marshal(marker{Manifest: "sha256:" + mhex, DiffIDs: diffIDs, Tree: tree})
 	if err != nil {
 		return fmt.Errorf("rootfs marker: %w", err)
 	}
-	if err := writeFileAtomic(markerPath(homeDir, mhex), append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(markerPath(homeDir, mhex), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("rootfs marker: %w", err)
 	}
 	return nil

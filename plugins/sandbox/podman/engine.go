@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
@@ -404,31 +405,15 @@ func ensureStateDir(dir string) error {
 }
 
 // writeByContent writes data to dir/<prefix><sha256 prefix><suffix>
-// atomically unless a file with that content is already there, and returns
-// its path.
+// atomically (sdk/atomicfile) unless a file with that content is already
+// there, and returns its path.
 func writeByContent(dir, prefix, suffix string, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	p := filepath.Join(dir, prefix+hex.EncodeToString(sum[:8])+suffix)
 	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
 		return p, nil
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+prefix)
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
 		return "", err
 	}
 	return p, nil
