@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentnode/agentnode/kernel/jsonstr"
 )
 
 const (
@@ -21,7 +23,7 @@ const (
 // appendBody appends the canonical serialization of r without its hash
 // member (specs/audit.md): members in Record's field order, no whitespace,
 // ts in UTC RFC 3339 with trailing zeros of the fraction removed, strings
-// escaped as encoding/json does without HTML escaping, a nil guard_chain as
+// escaped as encoding/json does without HTML escaping (kernel/jsonstr), a nil guard_chain as
 // [], exit_code and duration_ms omitted when nil.
 func appendBody(dst []byte, r *Record) []byte {
 	dst = append(dst, `{"seq":`...)
@@ -46,7 +48,7 @@ func appendBody(dst []byte, r *Record) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, g)
+		dst = jsonstr.Append(dst, g)
 	}
 	dst = append(dst, `],"env":{"ci":`...)
 	dst = strconv.AppendBool(dst, r.Env.CI)
@@ -83,65 +85,7 @@ func seal(body []byte) (line []byte, hash string) {
 }
 
 func appendMember(dst []byte, key, s string) []byte {
-	return appendString(append(dst, key...), s)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string exactly as encoding/json encodes it
-// with SetEscapeHTML(false): `"` and `\` escaped, \b \f \n \r \t, other
-// control characters as \u00xx, U+2028 and U+2029 as \u2028 and \u2029,
-// invalid UTF-8 as \ufffd, everything else verbatim.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return jsonstr.Append(append(dst, key...), s)
 }
 
 // truncateReason cuts s to at most maxReasonBytes bytes on a rune boundary,

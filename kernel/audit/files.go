@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // File names inside the audit directory.
@@ -127,21 +128,8 @@ func lockFile(f *os.File, how int) error {
 
 func unlockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN) }
 
-// syncDir makes directory entries (created, renamed files) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
+// syncDir makes directory entries (created, renamed files) durable: sdk/atomicfile's.
+var syncDir = atomicfile.SyncDir
 
 // readLock opens and share-locks the lock file for a consistent read of the
 // log (no append or rotation in between). Without a lock file (no writer

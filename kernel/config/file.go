@@ -18,6 +18,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // MaxFileSize bounds config.json; a larger file is refused unread.
@@ -446,64 +447,23 @@ func marshal(c *Config) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeAtomic replaces path with data: a 0600 temporary file in the same
-// directory, fsync, rename (or, with exclusive, a hard link that fails if
-// path appeared meanwhile), fsync of the directory. An existing symlink at
-// path is followed, so the file it points to is replaced.
-func writeAtomic(path string, data []byte, exclusive bool) (err error) {
-	if !exclusive {
-		if real, err := filepath.EvalSymlinks(path); err == nil {
-			path = real
-		}
-	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if err = tmp.Chmod(0o600); err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: %w", path, err)
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: %w", path, err)
-	}
+// writeAtomic replaces path with data (sdk/atomicfile): a 0600 temporary
+// file in the same directory, fsync, rename (or, with exclusive, a hard
+// link that fails if path appeared meanwhile), fsync of the directory. An
+// existing symlink at path is followed, so the file it points to is
+// replaced.
+func writeAtomic(path string, data []byte, exclusive bool) error {
+	var flags []atomicfile.Flag
+	verb := "write"
 	if exclusive {
-		if err = os.Link(tmpName, path); err != nil {
-			return reason.New(reason.ConfigInvalid, "create config %s: %w", path, err)
-		}
-		_ = os.Remove(tmpName)
-	} else if err = os.Rename(tmpName, path); err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: %w", path, err)
+		flags, verb = []atomicfile.Flag{atomicfile.Exclusive}, "create"
+	} else if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
 	}
-	if err = syncDir(dir); err != nil {
-		return reason.New(reason.ConfigInvalid, "write config %s: sync directory: %w", path, err)
+	if err := atomicfile.WriteFile(path, data, 0o600, flags...); err != nil {
+		return reason.New(reason.ConfigInvalid, "%s config %s: %w", verb, path, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // parseValue parses a command-line value by the key's type.

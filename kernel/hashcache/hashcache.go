@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // Settle is how long before hashing a file must have last changed for its
@@ -169,25 +170,8 @@ func (c *Cache) Flush() {
 	if os.MkdirAll(dir, 0o700) != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(c.path)+"-*")
-	if err != nil {
-		return
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return
-	}
-	if tmp.Close() != nil {
-		return
-	}
 	// No fsync: losing the cache in a crash only costs a hash.
-	ok = os.Rename(tmp.Name(), c.path) == nil
+	_ = atomicfile.WriteFile(c.path, data, 0o600, atomicfile.NoSync)
 }
 
 // Sum returns the SHA-256 of the open regular file f, known by name: from

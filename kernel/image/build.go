@@ -27,6 +27,8 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
@@ -203,7 +205,7 @@ func addFiles(base []tarEntry, files []File) ([]tarEntry, error) {
 			}
 			e.link = f.Link
 		default:
-			return nil, fmt.Errorf("%w: %s has type %s", ErrUnsafeLayer, name, typeName(f.Type))
+			return nil, fmt.Errorf("%w: %s has type %s", ErrUnsafeLayer, name, tarsafe.TypeName(f.Type))
 		}
 		for d := path.Dir(name); d != "."; d = path.Dir(d) {
 			if err := add(tarEntry{name: d + "/", typ: tar.TypeDir, mode: 0o755}); err != nil {
@@ -613,7 +615,7 @@ func initLayout(layoutDir string) error {
 	}
 	marker := filepath.Join(layoutDir, "oci-layout")
 	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
-		if err := writeFileAtomic(marker, []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+		if err := atomicfile.WriteFile(marker, []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 			return fmt.Errorf("create image layout: %w", err)
 		}
 	}
@@ -623,7 +625,7 @@ func initLayout(layoutDir string) error {
 		if err != nil {
 			return fmt.Errorf("create image index: %w", err)
 		}
-		if err := writeFileAtomic(idx, data, 0o644); err != nil {
+		if err := atomicfile.WriteFile(idx, data, 0o644); err != nil {
 			return fmt.Errorf("create image index: %w", err)
 		}
 	}
@@ -662,18 +664,11 @@ func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, erro
 		return err
 	}
 	defer src.Close()
-	dir := filepath.Dir(p)
-	f, err := os.CreateTemp(dir, "."+h.Hex+".tmp-*")
+	f, err := atomicfile.New(p, 0o644)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
+	defer f.Abort()
 	sum := sha256.New()
 	if _, err = io.Copy(io.MultiWriter(f, sum), src); err != nil {
 		return err
@@ -681,19 +676,7 @@ func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, erro
 	if got := hex.EncodeToString(sum.Sum(nil)); got != h.Hex {
 		return fmt.Errorf("content hashes to sha256:%s", got)
 	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, p); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return f.Commit()
 }
 
 // addToIndex adds desc to index.json unless a descriptor with the same digest
@@ -725,50 +708,8 @@ func addToIndex(layoutDir string, desc v1.Descriptor) error {
 	if err != nil {
 		return fmt.Errorf("write image index: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(layoutDir, "index.json"), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(layoutDir, "index.json"), data, 0o644); err != nil {
 		return fmt.Errorf("write image index: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -1,25 +1,20 @@
 package image
 
 import (
-	"archive/tar"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/kernel/treehash"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // Extraction limits.
@@ -103,14 +98,14 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error 
 			return fmt.Errorf("remove modified rootfs: %w", err)
 		}
 	}
-	if err := syncDir(base); err != nil {
+	if err := atomicfile.SyncDir(base); err != nil {
 		return fmt.Errorf("install rootfs: %w", err)
 	}
 	data, err := json.Marshal(marker{Manifest: "sha256:" + mhex, DiffIDs: diffIDs, Tree: tree})
 	if err != nil {
 		return fmt.Errorf("rootfs marker: %w", err)
 	}
-	if err := writeFileAtomic(markerPath(homeDir, mhex), append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(markerPath(homeDir, mhex), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("rootfs marker: %w", err)
 	}
 	return nil
@@ -187,314 +182,58 @@ func readSmall(p string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// treeHash hashes the tree at dir: for every entry, in lexical path order,
-// its relative path, type, permission bits (with setuid, setgid, sticky),
-// owner and group, and its content (a regular file's size and sha256, a
-// symlink's target). Any other file type is an error. A missing dir wraps
-// fs.ErrNotExist.
+// treeHash hashes the tree at dir in kernel/treehash's Rootfs format:
+// every entry's relative path, type, permission bits (with setuid, setgid,
+// sticky), owner and group, and content (a regular file's size and
+// sha256, a symlink's target). Any other file type is an error. A missing
+// dir wraps fs.ErrNotExist.
 func treeHash(dir string) (string, error) {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
-	}
-	h := sha256.New()
-	fh := sha256.New()
-	buf := make([]byte, 64<<10)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("%s: no ownership information", p)
-		}
-		var kind, content string
-		switch mode := info.Mode(); {
-		case mode.IsDir():
-			kind = "d"
-		case mode.IsRegular():
-			kind = "f"
-			sum, n, err := hashFile(p, fh, buf)
-			if err != nil {
-				return err
-			}
-			content = strconv.FormatInt(n, 10) + ":" + sum
-		case mode&fs.ModeSymlink != 0:
-			kind = "l"
-			if content, err = os.Readlink(p); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s is a special file (%s)", p, mode.Type())
-		}
-		// Every field is NUL-terminated and none can contain NUL.
-		for _, field := range []string{rel, kind, strconv.FormatUint(uint64(st.Mode)&0o7777, 8),
-			strconv.FormatUint(uint64(st.Uid), 10), strconv.FormatUint(uint64(st.Gid), 10), content} {
-			io.WriteString(h, field)
-			h.Write([]byte{0})
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return treehash.Hash(dir, treehash.Rootfs, treehash.Options{})
 }
 
-// hashFile hashes a regular file without following a symlink put in its
-// place.
-func hashFile(p string, h hash.Hash, buf []byte) (string, int64, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h.Reset()
-	n, err := io.CopyBuffer(h, f, buf)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
-
-// extract unpacks the tar stream r into the empty directory dst. Every
-// entry is checked first (see ErrUnsafeLayer); files and directories are
-// created owned by root (when running as root) with modes 0644/0755 (0755
-// for a file with any execute bit), symlinks with os.Symlink and never
-// followed: no path is ever written through a symlink. Whiteouts are
-// refused (images have one layer).
+// extract unpacks the tar stream r into dst with kernel/tarsafe (see
+// ErrUnsafeLayer): files and directories are created owned by root (when
+// running as root) with modes 0644/0755 (0755 for a file with any execute
+// bit), symlinks never followed: no path is ever written through a
+// symlink. Absolute symlink targets (resolved inside the container) and
+// hard links to files extracted before are allowed; whiteouts are refused
+// (images have one layer), a directory may repeat.
 func extract(dst string, r io.Reader) error {
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		return err
+	err := tarsafe.Extract(dst, r, tarsafe.Options{
+		Tree:                  "the rootfs",
+		MaxEntries:            maxEntries,
+		MaxTotalBytes:         maxLayerBytes,
+		DirPerm:               0o755,
+		FilePerm:              0o644,
+		ExecPerm:              0o755,
+		ChownRoot:             true,
+		AllowAbsoluteSymlinks: true,
+		AllowHardLinks:        true,
+		AllowBackslash:        true,
+		RepeatDirs:            true,
+		RefuseWhiteouts:       true,
+	})
+	var te *tarsafe.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Kind == tarsafe.ErrCorrupt:
+		// The layer could not be read or a file not written: not the
+		// layer's content refused.
+		return fmt.Errorf("unpack layer: %w", err)
+	case errors.As(err, &te):
+		return fmt.Errorf("%w: %w", ErrUnsafeLayer, err)
 	}
-	defer root.Close()
-	asRoot := os.Geteuid() == 0
-	chown := func(name string) error {
-		if !asRoot {
-			return nil
-		}
-		return root.Lchown(name, 0, 0)
-	}
-	tr := tar.NewReader(r)
-	var total int64
-	for n := 0; ; n++ {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read layer: %w", err)
-		}
-		if n >= maxEntries {
-			return fmt.Errorf("%w: more than %d entries", ErrUnsafeLayer, maxEntries)
-		}
-		name, err := localName(hdr.Name)
-		if err != nil {
-			return err
-		}
-		if name == "." {
-			if hdr.Typeflag == tar.TypeDir {
-				continue
-			}
-			return fmt.Errorf("%w: %q is the root but not a directory", ErrUnsafeLayer, hdr.Name)
-		}
-		if strings.HasPrefix(path.Base(name), ".wh.") {
-			return fmt.Errorf("%w: %q is a whiteout", ErrUnsafeLayer, hdr.Name)
-		}
-		if err := parentsAreDirs(root, name, true, chown); err != nil {
-			return err
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if fi, err := root.Lstat(name); err == nil {
-				if fi.IsDir() {
-					continue // a directory listed twice
-				}
-				return fmt.Errorf("%w: %q is a directory and a %s", ErrUnsafeLayer, hdr.Name, fi.Mode().Type())
-			}
-			if err := root.Mkdir(name, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-			if err := root.Chmod(name, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-			if err := chown(name); err != nil {
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-		case tar.TypeReg:
-			if hdr.Size < 0 || total+hdr.Size > maxLayerBytes {
-				return fmt.Errorf("%w: layer is larger than %d bytes", ErrUnsafeLayer, int64(maxLayerBytes))
-			}
-			total += hdr.Size
-			if err := writeEntry(root, name, hdr, tr, asRoot); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := checkSymlink(name, hdr.Linkname); err != nil {
-				return err
-			}
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				if errors.Is(err, fs.ErrExist) {
-					return fmt.Errorf("%w: %q appears twice", ErrUnsafeLayer, hdr.Name)
-				}
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-			if err := chown(name); err != nil {
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-		case tar.TypeLink:
-			target, err := localName(hdr.Linkname)
-			if err != nil || target == "." {
-				return fmt.Errorf("%w: hard link %q -> %q points outside the rootfs", ErrUnsafeLayer, hdr.Name, hdr.Linkname)
-			}
-			if err := parentsAreDirs(root, target, false, nil); err != nil {
-				return err
-			}
-			fi, err := root.Lstat(target)
-			if err != nil || !fi.Mode().IsRegular() {
-				return fmt.Errorf("%w: hard link %q -> %q: target is not a file extracted before it", ErrUnsafeLayer, hdr.Name, hdr.Linkname)
-			}
-			if err := root.Link(target, name); err != nil {
-				if errors.Is(err, fs.ErrExist) {
-					return fmt.Errorf("%w: %q appears twice", ErrUnsafeLayer, hdr.Name)
-				}
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-		default:
-			return fmt.Errorf("%w: %q has type %s: device nodes, fifos and other special files are not allowed",
-				ErrUnsafeLayer, hdr.Name, typeName(hdr.Typeflag))
-		}
-	}
-}
-
-func writeEntry(root *os.Root, name string, hdr *tar.Header, r io.Reader, asRoot bool) error {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%w: %q appears twice", ErrUnsafeLayer, hdr.Name)
-	}
-	if err != nil {
-		return fmt.Errorf("create %s: %w", name, err)
-	}
-	defer f.Close()
-	if _, err := io.CopyN(f, r, hdr.Size); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	mode := os.FileMode(0o644)
-	if hdr.Mode&0o111 != 0 {
-		mode = 0o755
-	}
-	if err := f.Chmod(mode); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if asRoot {
-		if err := f.Chown(0, 0); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
-}
-
-// localName turns a tar entry name into a clean relative path ("." for the
-// root). Absolute paths, ".." components and NUL bytes are refused.
-func localName(n string) (string, error) {
-	if strings.ContainsRune(n, 0) || strings.HasPrefix(n, "/") {
-		return "", fmt.Errorf("%w: %q is an absolute path", ErrUnsafeLayer, n)
-	}
-	for _, c := range strings.Split(n, "/") {
-		if c == ".." {
-			return "", fmt.Errorf("%w: %q contains \"..\"", ErrUnsafeLayer, n)
-		}
-	}
-	c := path.Clean(n)
-	if c == "." {
-		return c, nil
-	}
-	if !filepath.IsLocal(c) {
-		return "", fmt.Errorf("%w: %q is not a local path", ErrUnsafeLayer, n)
-	}
-	return c, nil
+	return err
 }
 
 // checkSymlink allows an absolute target (resolved inside the container's
 // root) and a relative one that stays inside the rootfs.
 func checkSymlink(name, target string) error {
-	if target == "" || strings.ContainsRune(target, 0) {
-		return fmt.Errorf("%w: symlink %q has an empty or invalid target", ErrUnsafeLayer, name)
-	}
-	if path.IsAbs(target) {
-		return nil
-	}
-	j := path.Join(path.Dir(name), target)
-	if j == ".." || strings.HasPrefix(j, "../") {
-		return fmt.Errorf("%w: symlink %q -> %q points outside the rootfs", ErrUnsafeLayer, name, target)
+	if msg := tarsafe.SymlinkTarget(name, target, true, "the rootfs"); msg != "" {
+		return fmt.Errorf("%w: symlink %q -> %q: %s", ErrUnsafeLayer, name, target, msg)
 	}
 	return nil
-}
-
-// parentsAreDirs checks that every parent of name is a real directory, not
-// a symlink or file. With create, missing parents are made (0755).
-func parentsAreDirs(root *os.Root, name string, create bool, chown func(string) error) error {
-	parts := strings.Split(name, "/")
-	for i := 1; i < len(parts); i++ {
-		p := strings.Join(parts[:i], "/")
-		fi, err := root.Lstat(p)
-		switch {
-		case err == nil && fi.IsDir():
-			continue
-		case err == nil:
-			return fmt.Errorf("%w: %q goes through %q, a %s", ErrUnsafeLayer, name, p, describeType(fi.Mode()))
-		case errors.Is(err, fs.ErrNotExist) && create:
-			if err := root.Mkdir(p, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", p, err)
-			}
-			if err := root.Chmod(p, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", p, err)
-			}
-			if err := chown(p); err != nil {
-				return fmt.Errorf("create %s: %w", p, err)
-			}
-		default:
-			return fmt.Errorf("%w: %q: parent %q: %w", ErrUnsafeLayer, name, p, err)
-		}
-	}
-	return nil
-}
-
-func describeType(m fs.FileMode) string {
-	if m&fs.ModeSymlink != 0 {
-		return "symlink"
-	}
-	if m.IsRegular() {
-		return "file"
-	}
-	return m.Type().String()
-}
-
-func typeName(t byte) string {
-	switch t {
-	case tar.TypeChar:
-		return "character device"
-	case tar.TypeBlock:
-		return "block device"
-	case tar.TypeFifo:
-		return "fifo"
-	}
-	return strconv.Quote(string(t))
 }
 
 // makeReadOnly removes every write bit in the tree at dir (directories

@@ -3,7 +3,8 @@ package lock
 import (
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentnode/agentnode/kernel/jsonstr"
 )
 
 // Canonical returns the canonical JSON of v, byte for byte what Python's
@@ -11,7 +12,8 @@ import (
 // writes for the same document (specs/lockfile.md): object keys sorted by
 // code point at every level, no whitespace, numbers exactly as they were
 // read, strings escaped like Python (only ", \ and control characters;
-// non-ASCII, <, >, &, U+2028 and U+2029 are written raw).
+// non-ASCII, <, >, &, U+2028 and U+2029 are written raw: kernel/jsonstr's
+// AppendPython).
 func Canonical(v *Value) []byte {
 	var b []byte
 	return appendValue(b, v, "", 0)
@@ -39,7 +41,7 @@ func appendValue(b []byte, v *Value, indent string, depth int) []byte {
 	case Number:
 		return append(b, v.Str...)
 	case String:
-		return appendString(b, v.Str)
+		return jsonstr.AppendPython(b, v.Str)
 	case Array:
 		if len(v.Arr) == 0 {
 			return append(b, "[]"...)
@@ -71,7 +73,7 @@ func appendValue(b []byte, v *Value, indent string, depth int) []byte {
 				b = append(b, ',')
 			}
 			b = newline(b, indent, depth+1)
-			b = appendString(b, m.Key)
+			b = jsonstr.AppendPython(b, m.Key)
 			b = append(b, ':')
 			if indent != "" {
 				b = append(b, ' ')
@@ -93,44 +95,4 @@ func newline(b []byte, indent string, depth int) []byte {
 		b = append(b, indent...)
 	}
 	return b
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString writes s quoted the way Python's json module does with
-// ensure_ascii=False: \" \\ \n \r \t \b \f, other characters below U+0020
-// as \u00xx (lower-case hex), everything else raw.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf || (c >= 0x20 && c != '"' && c != '\\') {
-			i++
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"':
-			b = append(b, '\\', '"')
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

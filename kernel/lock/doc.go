@@ -21,4 +21,13 @@
 // Verify reports per-entry, structure and seal statuses; it never writes.
 // Update changes one entry (install, remove) atomically under an exclusive
 // lock, recomputing the digests and the seal.
+//
+// ParseValue (scan.go) is a hand-written scanner beside the reference it
+// replaced, a walk over encoding/json's Decoder.Token
+// (decoderParseValue in decoder_test.go). It stays because it is about 6
+// times faster: BenchmarkParseValue1000 15-18 ms and 54,000 allocations
+// for a 1,000-entry lockfile (1.7 MB), against BenchmarkDecoderParseValue1000
+// 101-106 ms and 569,000 allocations (2 cores; every run parses the
+// lockfile). FuzzParseValue, in the fuzz loop of test/run.sh, holds it to
+// the reference: on any input both accept with equal trees or both refuse.
 package lock

@@ -14,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // Load reads and parses the lockfile at path. A missing file is an error
@@ -54,50 +55,13 @@ func WriteFile(path string, d *Document) error {
 	return nil
 }
 
-// WriteFileAtomic replaces path with data, durably: a temporary file in the
-// same directory with mode perm, fsync, rename over path, fsync of the
-// directory. A reader sees the old content or the new, never a mix; after a
-// crash, the old content or the new. The lockfile and the audit anchor
-// (kernel/audit) are written with it.
+// WriteFileAtomic replaces path with data, durably (sdk/atomicfile): a
+// temporary file in the same directory with mode perm, fsync, rename over
+// path, fsync of the directory. A reader sees the old content or the new,
+// never a mix; after a crash, the old content or the new. The lockfile
+// and the audit anchor (kernel/audit) are written with it.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	done = true
-	df, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	err = df.Sync()
-	df.Close()
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 // Updater changes one entry of a lockfile at a time, the way install and

@@ -16,6 +16,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
@@ -101,7 +102,7 @@ func validRecord(key string, rec pinValue) error {
 
 // updatePins applies change to pins.json under an exclusive lock on the
 // plugins directory and writes the result atomically (temp file, fsync,
-// rename, fsync of the directory) with mode 0600.
+// rename, fsync of the directory: sdk/atomicfile) with mode 0600.
 func updatePins(homeDir string, change func(map[string]pinValue)) error {
 	dir := home.PluginsDir(homeDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -128,36 +129,8 @@ func updatePins(homeDir string, change func(map[string]pinValue)) error {
 	}
 	data = append(data, '\n')
 
-	tmp, err := os.CreateTemp(dir, ".pins-*.json")
-	if err != nil {
+	if err := atomicfile.WriteFile(PinsPath(homeDir), data, 0o600); err != nil {
 		return fmt.Errorf("write plugin pins: %w", err)
-	}
-	tmpName := tmp.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			tmp.Close()
-			os.Remove(tmpName)
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("write plugin pins: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write plugin pins: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write plugin pins: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write plugin pins: %w", err)
-	}
-	if err := os.Rename(tmpName, PinsPath(homeDir)); err != nil {
-		return fmt.Errorf("write plugin pins: %w", err)
-	}
-	committed = true
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

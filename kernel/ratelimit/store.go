@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // DefaultLockTimeout bounds the wait for another process's lock on the
@@ -281,22 +282,21 @@ func openExisting(name string, flag int, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
-// create makes a new state file atomically: a complete bbolt file with its
-// buckets and format marker is written under a temporary name, then linked
-// into place. link, unlike rename, fails if the file exists, so a file
+// create makes a new state file atomically (sdk/atomicfile, Exclusive): a
+// complete bbolt file with its buckets and format marker is written under a
+// temporary name, then linked into place. link, unlike rename, fails if the file exists, so a file
 // another process created (or a damaged one) is never replaced.
 func (s *Store) create() error {
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return reason.New(reason.RateLimited, "%w: create %s: %w", ErrUnavailable, dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".ratelimit-*.tmp")
+	tmp, err := atomicfile.New(s.path, 0o600, atomicfile.Exclusive)
 	if err != nil {
 		return reason.New(reason.RateLimited, "%w: %w", ErrUnavailable, err)
 	}
+	defer tmp.Abort()
 	name := tmp.Name()
-	tmp.Close()
-	defer os.Remove(name)
 	db, err := bolt.Open(name, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return reason.New(reason.RateLimited, "%w: initialise %s: %w", ErrUnavailable, name, err)
@@ -318,12 +318,8 @@ func (s *Store) create() error {
 	if err != nil {
 		return reason.New(reason.RateLimited, "%w: initialise %s: %w", ErrUnavailable, name, err)
 	}
-	if err := os.Link(name, s.path); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := tmp.Commit(); err != nil && !errors.Is(err, fs.ErrExist) {
 		return reason.New(reason.RateLimited, "%w: %w", ErrUnavailable, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -9,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/tarsafe"
 )
 
 // Size caps of a package (specs/store.md, "Limits"). They apply to archives
@@ -242,9 +240,9 @@ func (c *capReader) Read(p []byte) (int, error) {
 }
 
 // unpack writes the entries of the .tar.gz in data below dst (created,
-// must not exist). Every write goes through an os.Root opened on dst, and
-// every entry is checked first; the first problem stops it with an
-// *ArchiveError. The caller removes dst on error.
+// must not exist) with kernel/tarsafe, every entry checked first; the
+// first problem stops it with an *ArchiveError. The caller removes dst on
+// error.
 func unpack(data []byte, archive, dst string, lim Limits) error {
 	bad := func(entry string, kind error, format string, args ...any) error {
 		return &ArchiveError{Archive: archive, Entry: entry, Err: fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))}
@@ -262,136 +260,32 @@ func unpack(data []byte, archive, dst string, lim Limits) error {
 	zr.Multistream(false)
 	tooBig := &ArchiveError{Archive: archive, Err: fmt.Errorf("%w: decompresses to more than %d bytes", ErrTooLarge, lim.StreamBytes)}
 	cr := &capReader{r: zr, max: lim.StreamBytes, over: tooBig}
-	tr := tar.NewReader(cr)
 
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return err
 	}
-	root, err := os.OpenRoot(dst)
-	if err != nil {
+	err = tarsafe.Extract(dst, cr, tarsafe.Options{
+		Tree:          "the package",
+		MaxEntries:    lim.Entries,
+		MaxFileBytes:  lim.FileBytes,
+		MaxTotalBytes: lim.UnpackedBytes,
+		DirPerm:       0o700,
+		FilePerm:      0o600,
+		ExecPerm:      0o700,
+		Sync:          true,
+		// After the end-of-archive blocks only zero padding may follow;
+		// reading to the end also makes gzip verify its CRC and length.
+		RefuseTrailingData: true,
+	})
+	var te *tarsafe.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, tooBig):
+		return tooBig
+	case errors.As(err, &te):
+		return &ArchiveError{Archive: archive, Entry: te.Entry, Err: fmt.Errorf("%w: %s", archiveKinds[te.Kind], te.Detail)}
+	default:
 		return err
-	}
-	defer root.Close()
-
-	var (
-		entries  int
-		total    int64
-		seen     = map[string]bool{}
-		symlinks = map[string]bool{}
-	)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if errors.Is(err, tooBig) {
-				return tooBig
-			}
-			return bad("", ErrCorrupt, "tar: %v", err)
-		}
-		entries++
-		if entries > lim.Entries {
-			return bad(hdr.Name, ErrTooLarge, "more than %d entries", lim.Entries)
-		}
-		if hdr.Typeflag == tar.TypeXGlobalHeader {
-			continue // pax global metadata, nothing to create
-		}
-		rel, msg := entryPath(hdr.Name)
-		if msg != "" {
-			return bad(hdr.Name, ErrUnsafePath, "%s", msg)
-		}
-		if rel == "." {
-			if hdr.Typeflag != tar.TypeDir {
-				return bad(hdr.Name, ErrUnsafePath, "the archive's top level must be a directory")
-			}
-			continue
-		}
-		if seen[rel] {
-			return bad(hdr.Name, ErrDuplicate, "%s appears twice in the archive", rel)
-		}
-		seen[rel] = true
-		for p := path.Dir(rel); p != "."; p = path.Dir(p) {
-			if symlinks[p] {
-				return bad(hdr.Name, ErrUnsafePath, "goes through the symlink %s of the archive", p)
-			}
-		}
-		name := filepath.FromSlash(rel)
-		mkParent := func() error {
-			if d := path.Dir(rel); d != "." {
-				if err := root.MkdirAll(filepath.FromSlash(d), 0o700); err != nil {
-					return bad(hdr.Name, ErrUnsafePath, "create its directory: %v", err)
-				}
-			}
-			return nil
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o700); err != nil {
-				return bad(hdr.Name, ErrUnsafePath, "create directory: %v", err)
-			}
-		case tar.TypeReg:
-			if hdr.Size > lim.FileBytes {
-				return bad(hdr.Name, ErrTooLarge, "%d bytes; a file may have at most %d", hdr.Size, lim.FileBytes)
-			}
-			if total+hdr.Size > lim.UnpackedBytes {
-				return bad(hdr.Name, ErrTooLarge, "the package's files exceed %d bytes in all", lim.UnpackedBytes)
-			}
-			if err := mkParent(); err != nil {
-				return err
-			}
-			// Only the executable bit is kept; setuid, setgid, sticky and
-			// the other permission bits are dropped.
-			perm := fs.FileMode(0o600)
-			if hdr.Mode&0o111 != 0 {
-				perm = 0o700
-			}
-			n, err := writeEntry(root, name, perm, tr, lim.FileBytes)
-			total += n
-			switch {
-			case errors.Is(err, tooBig):
-				return tooBig
-			case errors.Is(err, ErrTooLarge):
-				return bad(hdr.Name, ErrTooLarge, "more than %d bytes", lim.FileBytes)
-			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
-				return bad(hdr.Name, ErrCorrupt, "truncated or damaged: %v", err)
-			case err != nil:
-				return bad(hdr.Name, ErrCorrupt, "write: %v", err)
-			}
-			if total > lim.UnpackedBytes {
-				return bad(hdr.Name, ErrTooLarge, "the package's files exceed %d bytes in all", lim.UnpackedBytes)
-			}
-		case tar.TypeSymlink:
-			if msg := linkTarget(rel, hdr.Linkname); msg != "" {
-				return bad(hdr.Name, ErrLinkEscape, "-> %q: %s", hdr.Linkname, msg)
-			}
-			if err := mkParent(); err != nil {
-				return err
-			}
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return bad(hdr.Name, ErrUnsafePath, "create symlink: %v", err)
-			}
-			symlinks[rel] = true
-		case tar.TypeLink:
-			return bad(hdr.Name, ErrHardLink, "hard link to %q; store the file itself", hdr.Linkname)
-		case tar.TypeChar, tar.TypeBlock:
-			return bad(hdr.Name, ErrSpecialFile, "a device file is not allowed in a package")
-		case tar.TypeFifo:
-			return bad(hdr.Name, ErrSpecialFile, "a named pipe is not allowed in a package")
-		default:
-			return bad(hdr.Name, ErrSpecialFile, "tar entry type %q is not allowed (only directories, regular files and symlinks)", hdr.Typeflag)
-		}
-	}
-	// After the end-of-archive blocks only zero padding may follow; reading
-	// to the end also makes gzip verify its CRC and length.
-	if err := drainZeros(cr); err != nil {
-		switch {
-		case errors.Is(err, tooBig):
-			return tooBig
-		case errors.Is(err, ErrTrailingData):
-			return bad("", ErrTrailingData, "data after the end of the tar archive")
-		}
-		return bad("", ErrCorrupt, "gzip: %v", err)
 	}
 	if br.Len() > 0 {
 		return bad("", ErrTrailingData, "%d bytes after the gzip stream (a second gzip member or garbage)", br.Len())
@@ -399,85 +293,14 @@ func unpack(data []byte, archive, dst string, lim Limits) error {
 	return nil
 }
 
-// writeEntry creates name (O_EXCL) in root and copies r into it, at most
-// max bytes, then fsyncs it. It returns the bytes written.
-func writeEntry(root *os.Root, name string, perm fs.FileMode, r io.Reader, max int64) (int64, error) {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(f, io.LimitReader(r, max+1))
-	if err == nil && n > max {
-		err = ErrTooLarge
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
-}
-
-// drainZeros reads r to its end; any non-zero byte is ErrTrailingData.
-func drainZeros(r io.Reader) error {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		for _, b := range buf[:n] {
-			if b != 0 {
-				return ErrTrailingData
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// entryPath checks a tar entry name and returns it cleaned and relative
-// ("." for the top level), or a message saying what is wrong with it.
-func entryPath(name string) (string, string) {
-	switch {
-	case name == "":
-		return "", "empty name"
-	case strings.ContainsRune(name, 0):
-		return "", "name contains a NUL byte"
-	case strings.Contains(name, `\`):
-		return "", `name contains \; archives use / as the separator`
-	case strings.HasPrefix(name, "/"):
-		return "", "absolute name"
-	}
-	for _, el := range strings.Split(name, "/") {
-		if el == ".." {
-			return "", "name has a .. element"
-		}
-	}
-	rel := path.Clean(name)
-	if rel != "." && !filepath.IsLocal(filepath.FromSlash(rel)) {
-		return "", "name leads out of the package"
-	}
-	return rel, ""
-}
-
-// linkTarget checks the target of the symlink at rel: relative, and
-// lexically inside the package. (ContentHash later checks again, following
-// the whole chain physically.)
-func linkTarget(rel, target string) string {
-	switch {
-	case target == "":
-		return "empty target"
-	case strings.ContainsRune(target, 0):
-		return "target contains a NUL byte"
-	case strings.HasPrefix(target, "/"), filepath.IsAbs(target):
-		return "absolute target"
-	}
-	resolved := path.Join(path.Dir(rel), target)
-	if resolved != "." && !filepath.IsLocal(filepath.FromSlash(resolved)) {
-		return "target leads out of the package"
-	}
-	return ""
+// archiveKinds maps kernel/tarsafe's refusals to the store's errors.
+var archiveKinds = map[error]error{
+	tarsafe.ErrUnsafePath:   ErrUnsafePath,
+	tarsafe.ErrLinkEscape:   ErrLinkEscape,
+	tarsafe.ErrSpecialFile:  ErrSpecialFile,
+	tarsafe.ErrHardLink:     ErrHardLink,
+	tarsafe.ErrDuplicate:    ErrDuplicate,
+	tarsafe.ErrTooLarge:     ErrTooLarge,
+	tarsafe.ErrCorrupt:      ErrCorrupt,
+	tarsafe.ErrTrailingData: ErrTrailingData,
 }

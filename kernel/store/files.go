@@ -165,16 +165,3 @@ func removeTree(p string) error {
 	})
 	return os.RemoveAll(p)
 }
-
-// syncDir flushes a directory's entries to disk.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}

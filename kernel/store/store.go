@@ -36,6 +36,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // ErrNotInstalled is wrapped by the error of Get and Remove for a package
@@ -340,7 +341,7 @@ func (s *Store) installTree(fill func(staging string) error, src source, atts []
 	if err := writeMeta(filepath.Join(staging, metaFile), &md); err != nil {
 		return nil, err
 	}
-	if err := syncDir(staging); err != nil {
+	if err := atomicfile.SyncDir(staging); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(staging, 0o555); err != nil {
@@ -394,11 +395,11 @@ func (s *Store) swapIn(staging, id string, commit func(*Package) error) (*Packag
 			return nil, fmt.Errorf("%w (and undoing the install of %s failed: %v)", err, id, rerr)
 		}
 		err = restore(err)
-		_ = syncDir(s.root)
+		_ = atomicfile.SyncDir(s.root)
 		_ = removeTree(gone)
 		return nil, err
 	}
-	if err := syncDir(s.root); err != nil {
+	if err := atomicfile.SyncDir(s.root); err != nil {
 		return nil, err
 	}
 	if old != "" {
@@ -563,7 +564,7 @@ func (s *Store) Remove(id string) error {
 	if err := os.Rename(dst, old); err != nil {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
-	if err := syncDir(s.root); err != nil {
+	if err := atomicfile.SyncDir(s.root); err != nil {
 		return err
 	}
 	return removeTree(old)

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+	"github.com/moby/sys/mountinfo"
 )
 
 const (
@@ -170,21 +170,17 @@ func hostTraces(ids []string, mergedDir string) error {
 }
 
 // mountsMentioning returns the mount points of this process's mount
-// namespace whose source or mount point contains one of keys.
+// namespace whose root or mount point contains one of keys.
 func mountsMentioning(keys []string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return []string{"mountinfo unreadable: " + err.Error()}
 	}
 	var found []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
+	for _, m := range ms {
 		for _, k := range keys {
-			if strings.Contains(f[3], k) || strings.Contains(f[4], k) {
-				found = append(found, "mount "+f[4])
+			if strings.Contains(m.Root, k) || strings.Contains(m.Mountpoint, k) {
+				found = append(found, "mount "+m.Mountpoint)
 				break
 			}
 		}

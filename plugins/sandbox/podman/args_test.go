@@ -1,10 +1,12 @@
 package main
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -282,8 +284,31 @@ func TestAlive(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	if got := unescapeMountinfo(`/a\040b\011c`); got != "/a b\tc" {
-		t.Errorf("got %q", got)
+// TestCgroupMountsOf reads a mount table as the kernel writes it (octal
+// escapes in paths, optional fields, v1 and v2 hierarchies, one bind-mounted
+// below its root) through github.com/moby/sys/mountinfo.
+func TestCgroupMountsOf(t *testing.T) {
+	table := `25 30 0:22 / /sys rw,nosuid shared:7 - sysfs sysfs rw
+31 25 0:27 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate
+33 25 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:14 - cgroup cgroup rw,cpu,cpuacct
+34 25 0:30 / /sys/fs/cgroup/sys\040temd rw,nosuid shared:15 - cgroup cgroup rw,name=systemd
+35 25 0:29 /libpod_parent /mnt/cg rw shared:16 - cgroup cgroup rw,cpu,cpuacct
+40 30 0:40 / /var/lib/containers/overlay/abc123/merged rw - overlay overlay rw,lowerdir=/l
+`
+	mounts, err := mountinfo.GetMountsFromReader(strings.NewReader(table), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cgroupMountsOf(mounts)
+	want := []cgroupMount{
+		{point: "/sys/fs/cgroup/unified", v2: true},
+		{point: "/sys/fs/cgroup/cpu,cpuacct", controllers: []string{"cpu", "cpuacct"}},
+		{point: "/sys/fs/cgroup/sys temd", controllers: []string{"name=systemd"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cgroupMountsOf = %+v, want %+v", got, want)
+	}
+	if !mountNaming(mounts, "abc123") || mountNaming(mounts, "def456") {
+		t.Error("mountNaming does not find the container's mount (or finds another)")
 	}
 }

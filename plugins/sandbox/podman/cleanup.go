@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // verifyTries bounds how often removal and its proof are retried: a
@@ -198,7 +200,7 @@ func (b *backend) hostLeftovers(e *engine, ids []string) ([]string, error) {
 	if len(cgs) == 0 {
 		return nil, errors.New("no cgroup hierarchy mounted: cannot check the container's cgroups")
 	}
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading mountinfo: %w", err)
 	}
@@ -209,7 +211,7 @@ func (b *backend) hostLeftovers(e *engine, ids []string) ([]string, error) {
 				left = append(left, "cgroup "+err.Error())
 			}
 		}
-		if strings.Contains(string(mountinfo), id) {
+		if mountNaming(mounts, id) {
 			left = append(left, "a mount naming "+id)
 		}
 		for _, root := range []string{e.graphRoot, e.runRoot} {
@@ -219,6 +221,19 @@ func (b *backend) hostLeftovers(e *engine, ids []string) ([]string, error) {
 		}
 	}
 	return left, nil
+}
+
+// mountNaming reports whether a mount names id in its mount point, root,
+// source or options.
+func mountNaming(mounts []*mountinfo.Info, id string) bool {
+	for _, m := range mounts {
+		for _, f := range []string{m.Mountpoint, m.Root, m.Source, m.Options, m.VFSOptions, m.Optional} {
+			if strings.Contains(f, id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // --- orphans ---

@@ -18,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
@@ -404,31 +406,15 @@ func ensureStateDir(dir string) error {
 }
 
 // writeByContent writes data to dir/<prefix><sha256 prefix><suffix>
-// atomically unless a file with that content is already there, and returns
-// its path.
+// atomically (sdk/atomicfile) unless a file with that content is already
+// there, and returns its path.
 func writeByContent(dir, prefix, suffix string, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	p := filepath.Join(dir, prefix+hex.EncodeToString(sum[:8])+suffix)
 	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
 		return p, nil
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+prefix)
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
 		return "", err
 	}
 	return p, nil
@@ -537,53 +523,34 @@ type cgroupMount struct {
 // cgroupMounts lists the cgroup hierarchies mounted at their root in this
 // process's mount table.
 func cgroupMounts() ([]cgroupMount, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return nil, fmt.Errorf("reading mountinfo: %w", err)
 	}
+	return cgroupMountsOf(mounts), nil
+}
+
+// cgroupMountsOf picks the cgroup hierarchies mounted at their root.
+func cgroupMountsOf(mounts []*mountinfo.Info) []cgroupMount {
 	var out []cgroupMount
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
+	for _, m := range mounts {
+		if m.Root != "/" {
 			continue
 		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 || f[3] != "/" {
-			continue
-		}
-		switch g[0] {
+		switch m.FSType {
 		case "cgroup2":
-			out = append(out, cgroupMount{point: unescapeMountinfo(f[4]), v2: true})
+			out = append(out, cgroupMount{point: m.Mountpoint, v2: true})
 		case "cgroup":
 			var ctl []string
-			for _, o := range strings.Split(g[2], ",") {
+			for _, o := range strings.Split(m.VFSOptions, ",") {
 				if o != "rw" && o != "ro" && !strings.Contains(o, "=") || strings.HasPrefix(o, "name=") {
 					ctl = append(ctl, o)
 				}
 			}
-			out = append(out, cgroupMount{point: unescapeMountinfo(f[4]), controllers: ctl})
+			out = append(out, cgroupMount{point: m.Mountpoint, controllers: ctl})
 		}
 	}
-	return out, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out
 }
 
 // --- versions ---

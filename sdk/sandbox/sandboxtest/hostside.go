@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // ProbePackage is the import path of the probe the suite builds.
@@ -321,22 +323,19 @@ func probeProcesses(bins []os.FileInfo) []int {
 	return pids
 }
 
-// hostMounts returns the lines of the host's (this process's)
-// /proc/self/mountinfo that mention one of paths, as a set.
+// hostMounts returns the mounts of the host's (this process's) mount table
+// whose root or mount point mentions one of paths, as a set of "id root
+// point".
 func hostMounts(paths ...string) map[string]bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil
 	}
 	set := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
+	for _, m := range ms {
 		for _, p := range paths {
-			if p != "" && (strings.Contains(f[3], p) || strings.Contains(f[4], p)) {
-				set[line] = true
+			if p != "" && (strings.Contains(m.Root, p) || strings.Contains(m.Mountpoint, p)) {
+				set[fmt.Sprintf("%d %s %s", m.ID, m.Root, m.Mountpoint)] = true
 			}
 		}
 	}

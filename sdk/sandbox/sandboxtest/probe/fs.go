@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -11,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
-// mount is one line of /proc/self/mountinfo.
+// mount is one entry of the mount table (github.com/moby/sys/mountinfo).
 type mount struct {
 	point   string
 	options []string // per-mount options (ro, nosuid, noexec, ...)
@@ -30,52 +30,14 @@ func (m mount) has(opt string) bool {
 	return false
 }
 
-// unescapeMountinfo undoes the octal escapes (\040 and friends) of
-// mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 func mounts() ([]mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(nil)
 	if err != nil {
-		return nil, fmt.Errorf("opening mountinfo: %w", err)
-	}
-	defer f.Close()
-	var ms []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent maj:min root point options [optional...] - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 {
-			continue
-		}
-		m := mount{point: unescapeMountinfo(fields[4]), options: strings.Split(fields[5], ",")}
-		for i := 6; i < len(fields)-1; i++ {
-			if fields[i] == "-" {
-				m.fstype = fields[i+1]
-				break
-			}
-		}
-		ms = append(ms, m)
-	}
-	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading mountinfo: %w", err)
+	}
+	ms := make([]mount, 0, len(infos))
+	for _, m := range infos {
+		ms = append(ms, mount{point: m.Mountpoint, options: strings.Split(m.Options, ","), fstype: m.FSType})
 	}
 	return ms, nil
 }
