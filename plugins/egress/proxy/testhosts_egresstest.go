@@ -1,63 +1,45 @@
 //go:build egresstest
 
-package egress
+package main
 
 import (
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
-	"sync"
 )
 
 // Test-only, like PermitForTest: compiled only with the egresstest build
-// tag. An agentnode binary built with the tag (the e2e tests' second
-// binary) reads two environment variables so a test can give the proxy a
-// destination it runs itself; a release build has neither this code nor
-// any way to change the proxy's resolver or the public-address check.
+// tag. agentnode built with the tag (the e2e tests' second binary) reads
+// AGENTNODE_EGRESSTEST_HOSTS and AGENTNODE_EGRESSTEST_PERMIT and sends them
+// in the session's start request (StartRequest.TestHosts, TestPermit), so a
+// test can give the proxy a destination it runs itself. A plugin built
+// without the tag refuses such a request; it has neither this code nor any
+// way to change the proxy's resolver or the public-address check.
 
-// Environment variables of egresstest builds.
-const (
-	// TestHostsEnv maps names to addresses for the proxy's resolver:
-	// "name=addr,name=addr". Other names go to the system resolver.
-	TestHostsEnv = "AGENTNODE_EGRESSTEST_HOSTS"
-	// TestPermitEnv lists prefixes (or single addresses) that pass the
-	// public-address check (PermitForTest): "127.0.0.2/32,...".
-	TestPermitEnv = "AGENTNODE_EGRESSTEST_PERMIT"
-)
-
-var permitEnvOnce sync.Once
-
-// TestResolverFromEnv applies TestPermitEnv (once per process) and returns a
-// resolver for TestHostsEnv, or nil when it is unset. Only egresstest
-// builds have it.
-func TestResolverFromEnv() (Resolver, error) {
-	var perr error
-	permitEnvOnce.Do(func() {
-		for _, f := range splitList(os.Getenv(TestPermitEnv)) {
-			p, err := netip.ParsePrefix(f)
-			if err != nil {
-				a, aerr := netip.ParseAddr(f)
-				if aerr != nil {
-					perr = fmt.Errorf("%s: %q is not an address or prefix", TestPermitEnv, f)
-					return
-				}
-				p = netip.PrefixFrom(a, a.BitLen())
+// testDestinations applies permit ("prefix,…" or single addresses, see
+// PermitForTest) and returns a resolver for hosts ("name=addr,…"; other
+// names go to the system resolver), or nil when hosts is empty. The plugin
+// process serves one session, so the permits last as long as it does.
+func testDestinations(hostList, permit string) (Resolver, error) {
+	for _, f := range splitList(permit) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, fmt.Errorf("test permit: %q is not an address or prefix", f)
 			}
-			PermitForTest(p)
+			p = netip.PrefixFrom(a, a.BitLen())
 		}
-	})
-	if perr != nil {
-		return nil, perr
+		PermitForTest(p)
 	}
 	hosts := map[string][]netip.Addr{}
-	for _, f := range splitList(os.Getenv(TestHostsEnv)) {
+	for _, f := range splitList(hostList) {
 		name, addr, ok := strings.Cut(f, "=")
 		a, err := netip.ParseAddr(addr)
 		if !ok || name == "" || err != nil {
-			return nil, fmt.Errorf("%s: %q is not name=address", TestHostsEnv, f)
+			return nil, fmt.Errorf("test hosts: %q is not name=address", f)
 		}
 		name = strings.ToLower(name)
 		hosts[name] = append(hosts[name], a)
