@@ -233,6 +233,17 @@ func TestMCPEgressProxyAudited(t *testing.T) {
 	default:
 		t.Error("failed is not closed after stop")
 	}
+	// A session whose proxy is never stopped: closing the plugin host
+	// (the end of the agentnode process) ends its process too.
+	eg3, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.k.Plugins.Close()
+	if alive(eg3.pid) {
+		t.Fatalf("the plugin host's Close left the proxy process %d", eg3.pid)
+	}
+	os.RemoveAll(filepath.Dir(eg3.sock))
 	recs := auditRecords(t, st.k)
 	if len(recs) != 5 {
 		t.Fatalf("%d audit records, want 5: %+v", len(recs), recs)

@@ -118,11 +118,12 @@ func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.D
 		defer stopRun()
 		s.exitCode, s.cleanupErr = runMCPServer(rctx, st, lifetime, egressSock, inR, outW, s.stderr)
 		if eg != nil {
-			// After the server: its proxy goes with it, teardown verified.
-			// Its error comes first: a proxy that failed is why the
-			// server was ended.
-			if err := eg.stop(); err != nil {
-				s.cleanupErr = errors.Join(err, s.cleanupErr)
+			// After the server: its proxy goes with it, teardown verified
+			// (a proxy that failed while serving ended the server, and
+			// says so here). The container's own unverified removal
+			// takes precedence.
+			if err := eg.stop(); err != nil && s.cleanupErr == nil {
+				s.cleanupErr = err
 			}
 		}
 		_ = outW.CloseWithError(errors.New("the MCP server ended"))
