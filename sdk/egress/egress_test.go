@@ -56,7 +56,9 @@ func (i *fakeInstance) Close() error {
 	return i.f.closeErr
 }
 
-func goodSock(dir string) string { return filepath.Join(dir, egress.DirPrefix+"123", egress.SocketName) }
+func goodSock(dir string) string {
+	return filepath.Join(dir, egress.DirPrefix+"123", egress.SocketName)
+}
 
 func connect(t *testing.T, impl egress.Proxy) *egress.Client {
 	t.Helper()
@@ -155,7 +157,9 @@ func TestStartRefusesForeignSocket(t *testing.T) {
 		func(string) string { return "/etc/passwd" },
 		func(d string) string { return filepath.Join(d, "other", egress.SocketName) },
 		func(d string) string { return filepath.Join(d, egress.DirPrefix+"1", "x.sock") },
-		func(d string) string { return d + "/" + egress.DirPrefix + "1/../" + egress.DirPrefix + "2/" + egress.SocketName },
+		func(d string) string {
+			return d + "/" + egress.DirPrefix + "1/../" + egress.DirPrefix + "2/" + egress.SocketName
+		},
 		func(d string) string { return filepath.Join(filepath.Dir(d), egress.DirPrefix+"1", egress.SocketName) },
 		func(d string) string { return filepath.Join(d, egress.DirPrefix, egress.SocketName) },
 	} {
