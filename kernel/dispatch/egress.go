@@ -116,9 +116,12 @@ func startMCPEgress(ctx context.Context, st *state, domains []string) (*mcpEgres
 	if egressTestDestinations != nil {
 		req.TestHosts, req.TestPermit = egressTestDestinations()
 	}
-	// The session lives until stop, not until ctx: stop after the server
-	// ended still learns whether the teardown was verified.
-	sess, err := client.Start(context.WithoutCancel(ctx), req, a.audit)
+	// startCtx bounds the start only: the session lives until stop (which
+	// after the server ended still learns whether the teardown was
+	// verified).
+	startCtx, cancelStart := context.WithTimeout(ctx, st.k.Plugins.CallTimeout())
+	sess, err := client.Start(startCtx, req, a.audit)
+	cancelStart()
 	if err != nil {
 		proc.Stop()
 		_ = log.Close()

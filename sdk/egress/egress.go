@@ -344,15 +344,17 @@ type Session struct {
 }
 
 // Start opens a session: it starts a proxy in the plugin and returns once
-// the plugin listens, or fails. audit receives every Event, one call at a
-// time, before the plugin goes on; its error is sent back and refuses the
-// connection. The session lives until Close or until ctx ends (then the
-// plugin tears the proxy down).
+// the plugin listens, or fails; ctx bounds only that wait. audit receives
+// every Event, one call at a time, before the plugin goes on; its error is
+// sent back and refuses the connection. The session lives until Close, or
+// until the connection to the plugin breaks (then the plugin tears the
+// proxy down).
 func (c *Client) Start(ctx context.Context, req *StartRequest, audit func(Event) error) (*Session, error) {
 	if audit == nil {
 		return nil, errors.New("egress: Start needs an audit function")
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	startWait := context.AfterFunc(ctx, cancel)
 	stream, err := c.c.Session(sctx)
 	if err != nil {
 		cancel()
@@ -368,12 +370,19 @@ func (c *Client) Start(ctx context.Context, req *StartRequest, audit func(Event)
 	m, err := stream.Recv()
 	if err != nil {
 		cancel()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
 		return nil, fmt.Errorf("egress plugin: start: %w", err)
 	}
 	st := m.GetStarted()
 	if st == nil || st.GetSocketPath() == "" {
 		cancel()
 		return nil, errors.New("egress plugin: start: no socket path in the answer")
+	}
+	if !startWait() {
+		cancel()
+		return nil, fmt.Errorf("egress plugin: start: %w", ctx.Err())
 	}
 	s.sock = st.GetSocketPath()
 	if err := checkSocketPath(req.SocketDir, s.sock); err != nil {

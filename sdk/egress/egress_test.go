@@ -27,11 +27,17 @@ type fakeProxy struct {
 	closed    bool
 	ctxEnded  chan struct{}
 	closeWait chan struct{} // Close blocks until it is closed, if set
+	hang      chan struct{} // if set, Start closes it and hangs until its ctx ends
 }
 
 func (f *fakeProxy) Start(ctx context.Context, req *egress.StartRequest, audit func(egress.Event) error) (egress.Instance, error) {
 	if req.TestHosts != "" {
 		return nil, errors.New("no test destinations here")
+	}
+	if f.hang != nil {
+		close(f.hang)
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	f.mu.Lock()
 	f.req, f.audit = req, audit
@@ -61,6 +67,12 @@ func goodSock(dir string) string {
 }
 
 func connect(t *testing.T, impl egress.Proxy) *egress.Client {
+	c, _ := connectConn(t, impl)
+	return c
+}
+
+// connectConn is connect that also returns the connection, to break it.
+func connectConn(t *testing.T, impl egress.Proxy) (*egress.Client, *goplugin.GRPCClient) {
 	t.Helper()
 	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
 		plugin.KindEgress: &egress.GRPCPlugin{Impl: impl, Info: plugin.Info{Name: "fake", Version: "1"}},
@@ -70,7 +82,7 @@ func connect(t *testing.T, impl egress.Proxy) *egress.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return raw.(*egress.Client)
+	return raw.(*egress.Client), client
 }
 
 // Events cross to the host in order, each waits for the host's answer, a
@@ -176,12 +188,12 @@ func TestStartRefusesForeignSocket(t *testing.T) {
 	}
 }
 
-// A start the plugin refuses is an error of Start; the host's going away
-// ends the plugin's session (and so its proxy) and fails its pending
-// events.
+// A start the plugin refuses is an error of Start; the context of Start
+// bounds only the start; a broken connection to the host ends the plugin's
+// session (and so its proxy) and fails its events.
 func TestStartErrorsAndHostGone(t *testing.T) {
 	f := &fakeProxy{sock: goodSock, ctxEnded: make(chan struct{})}
-	c := connect(t, f)
+	c, conn := connectConn(t, f)
 	if _, err := c.Start(context.Background(), &egress.StartRequest{SocketDir: t.TempDir(), TestHosts: "a=1.2.3.4"}, func(egress.Event) error { return nil }); err == nil ||
 		!strings.Contains(err.Error(), "no test destinations") {
 		t.Fatalf("start: %v", err)
@@ -192,6 +204,10 @@ func TestStartErrorsAndHostGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
+	if err := f.audit(egress.Event{Decision: egress.Allow, Host: "example.com", Port: 443}); err != nil {
+		t.Fatalf("the session ended with the start's context: %v", err)
+	}
+	_ = conn.Close()
 	<-f.ctxEnded
 	<-s.Done()
 	if err := f.audit(egress.Event{Decision: egress.Allow, Host: "example.com", Port: 443}); err == nil {
@@ -199,5 +215,21 @@ func TestStartErrorsAndHostGone(t *testing.T) {
 	}
 	if err := s.Close(context.Background()); err == nil {
 		t.Fatal("close of a broken session reported a verified teardown")
+	}
+}
+
+// A plugin that never answers the start holds the host up only as long as
+// the context of Start.
+func TestStartBoundedByContext(t *testing.T) {
+	f := &fakeProxy{sock: goodSock, ctxEnded: make(chan struct{}), hang: make(chan struct{})}
+	c := connect(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-f.hang // the plugin is in Start
+		cancel()
+	}()
+	_, err := c.Start(ctx, &egress.StartRequest{SocketDir: t.TempDir()}, func(egress.Event) error { return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("start: %v", err)
 	}
 }
