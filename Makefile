@@ -21,8 +21,9 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build $(STATICFLAGS) -o $(BIN)/agentnode ./cmd/agentnode
 	# Baked into the sandbox image by `agentnode sandbox build`: static, and
-	# without VCS stamps so the image digest depends on the source only.
-	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -buildvcs=false -o $(BIN)/agentnode-egress-forwarder ./sdk/sandbox/forwarder
+	# without VCS stamps so the image digest depends on the source only. Not
+	# a plugin, so not named agentnode-<kind>-<name>.
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -buildvcs=false -o $(BIN)/agentnode-forwarder ./sdk/sandbox/forwarder
 	# Plugins other than sandbox backends need no cgo: built without it,
 	# they start without the dynamic loader and libc (~0.9 ms of every start;
 	# trust and guard plugins start for every command). Sandbox backends

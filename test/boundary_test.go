@@ -1,6 +1,11 @@
 package test
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -94,5 +99,109 @@ func TestEvaluatorPluginsLinkNoSchemaValidator(t *testing.T) {
 				t.Errorf("%s links github.com/santhosh-tekuri/jsonschema", pkg)
 			}
 		}
+	}
+}
+
+// serverSideHTTP are the net/http identifiers that read requests from a
+// peer: the server side and its request parser.
+var serverSideHTTP = map[string]bool{
+	"ReadRequest": true, "Server": true, "Serve": true, "ServeTLS": true, "ListenAndServe": true,
+	"ListenAndServeTLS": true, "ServeMux": true, "NewServeMux": true, "Handle": true, "HandleFunc": true,
+}
+
+// httpServerUses returns "file:line: http.X" for every use of a
+// serverSideHTTP identifier through an import of net/http in the Go files.
+func httpServerUses(fset *token.FileSet, files []*ast.File) []string {
+	var out []string
+	for _, f := range files {
+		names := map[string]bool{}
+		for _, imp := range f.Imports {
+			if imp.Path.Value != `"net/http"` {
+				continue
+			}
+			name := "http"
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names[name] = true
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && names[id.Name] && serverSideHTTP[sel.Sel.Name] {
+				out = append(out, fmt.Sprintf("%s: %s.%s", fset.Position(sel.Pos()), id.Name, sel.Sel.Name))
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// TestKernelParsesNoEgressTraffic: what sandboxed code sends through sealed
+// egress is parsed in the egress plugin's process (plugins/egress/proxy),
+// never in the kernel, which holds the audit log and the plugin
+// credentials. No kernel package (in any build, egresstest included)
+// depends on a plugin, and none uses net/http's server side or request
+// parser.
+func TestKernelParsesNoEgressTraffic(t *testing.T) {
+	for _, tags := range []string{"seccomp", "seccomp egresstest"} {
+		cmd := exec.Command("go", "list", "-tags", tags, "-deps", "-f", "{{.ImportPath}}", "./kernel/...")
+		cmd.Dir = repoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		if !strings.Contains(string(out), module+"/kernel/dispatch") {
+			t.Fatalf("go list output does not look like the kernel's closure")
+		}
+		for _, p := range strings.Fields(string(out)) {
+			if strings.HasPrefix(p, module+"/plugins/") || p == module+"/kernel/egress" {
+				t.Errorf("tags %q: the kernel depends on %s", tags, p)
+			}
+		}
+	}
+	var files []string
+	err := filepath.WalkDir(filepath.Join(repoRoot(), "kernel"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil || len(files) < 50 {
+		t.Fatalf("kernel sources: %d files, %v", len(files), err)
+	}
+	fset := token.NewFileSet()
+	var parsed []*ast.File
+	for _, p := range files {
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, f)
+	}
+	if uses := httpServerUses(fset, parsed); len(uses) > 0 {
+		t.Errorf("kernel code uses net/http's server side:\n%s", strings.Join(uses, "\n"))
+	}
+}
+
+// TestHTTPServerUses checks the matcher, so that the test above can fail.
+func TestHTTPServerUses(t *testing.T) {
+	src := `package p
+import (
+	h "net/http"
+	"bufio"
+)
+func f(r *bufio.Reader) { h.ReadRequest(r); _ = h.Client{}; var s h.Server; _ = s }
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := httpServerUses(fset, []*ast.File{f})
+	if len(got) != 2 || !strings.HasSuffix(got[0], "h.ReadRequest") || !strings.HasSuffix(got[1], "h.Server") {
+		t.Fatalf("httpServerUses = %q", got)
 	}
 }

@@ -73,16 +73,25 @@ func build(bin, extra string) error {
 	// The egress forwarder `agentnode sandbox build` bakes into the image,
 	// built as `make build` does.
 	fwd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w",
-		"-o", filepath.Join(bin, "agentnode-egress-forwarder"), "./sdk/sandbox/forwarder")
+		"-o", filepath.Join(bin, "agentnode-forwarder"), "./sdk/sandbox/forwarder")
 	fwd.Dir, fwd.Stderr, fwd.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
 	if err := fwd.Run(); err != nil {
 		return err
 	}
-	// A second CLI with the egresstest tag (egress.PermitForTest and the
-	// test resolver, egress.txtar): bin/agentnode.egresstest (beside the
-	// bundled plugins it pins with), run as the symlink
-	// extra/egresstest/agentnode.
+	// A second CLI with the egresstest tag (it sends the test destinations
+	// of the environment to the egress plugin, egress.txtar):
+	// bin/agentnode.egresstest (beside the bundled plugins it pins with),
+	// run as the symlink extra/egresstest/agentnode. It starts the egress
+	// plugin built with the same tag (PermitForTest and the test resolver),
+	// bin/agentnode-egress-proxy-egresstest, which `agentnode setup` pins
+	// with the others; a release agentnode never starts it.
 	if err := staticBuild(filepath.Join(bin, "agentnode.egresstest"), "./cmd/agentnode", "seccomp egresstest"); err != nil {
+		return err
+	}
+	egt := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "seccomp egresstest",
+		"-o", filepath.Join(bin, "agentnode-egress-proxy-egresstest"), "./plugins/egress/proxy")
+	egt.Dir, egt.Stderr, egt.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
+	if err := egt.Run(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(extra, "egresstest"), 0o755); err != nil {

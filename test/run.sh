@@ -11,7 +11,7 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
-go test -race -count=1 -tags 'seccomp egresstest' ./kernel/egress/... # test-only permitted destinations (kernel/egress)
+go test -race -count=1 -tags 'seccomp egresstest' ./plugins/egress/... # test-only permitted destinations (the egress plugin)
 # The parsers of attacker-controlled input, each fuzzed for a few seconds
 # beyond its seeds (the hostile cases of test/attack). -fuzz takes one
 # package and one target per run; 10 targets x 5 s stays around a minute.

@@ -2,24 +2,36 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentnode/agentnode/kernel/audit"
-	"github.com/agentnode/agentnode/kernel/egress"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // Sealed egress of MCP servers (specs/mcp.md, specs/egress.md): a server
 // whose verified lockfile entry seals mcp_allowed_domains runs in the
-// sandbox only, with a kernel/egress CONNECT proxy started for its session.
-// The proxy's socket is bind-mounted into the sandbox
-// (sandbox.Spec.EgressSocket); every decision of the proxy is an "egress"
-// audit record; the proxy is closed after the server ended, and a teardown
-// it cannot verify fails the run closed (egress_denied).
+// sandbox only, with a CONNECT proxy started for its session. The proxy
+// runs in a pinned plugin process of its own (agentnode-egress-proxy,
+// plugins/egress/proxy), started for this session alone: everything the
+// sandbox sends is parsed there, never in this process. Here stay the
+// decision (the sealed allowlist, checked again on every allow the proxy
+// reports) and the audit: the proxy reports each connection over its
+// session (sdk/egress), an "egress" audit record is written and only then
+// acknowledged (the proxy contacts nothing before), and a record that
+// cannot be written refuses the connection. The proxy's socket is
+// bind-mounted into the sandbox (sandbox.Spec.EgressSocket); the proxy is
+// closed after the server. A proxy process that dies, breaks the protocol
+// or reports an allow outside the sealed allowlist ends the session, and a
+// teardown that is not verified (by the plugin, then here: no socket, no
+// directory) fails the run closed (egress_denied).
 
 // Audit events of the egress proxy: one egress record per connection
 // (decision allow or deny, written before the destination is contacted) and,
@@ -29,10 +41,21 @@ const (
 	eventEgressClosed = "egress_closed"
 )
 
-// egressResolver, when set, gives the proxy its resolver. Only egresstest
-// builds set it (egress_egresstest.go); in every other build the proxy uses
-// the system resolver and nothing can change that.
-var egressResolver func() (egress.Resolver, error)
+// egressProxyName is the egress plugin a session starts:
+// agentnode-egress-proxy. egresstest builds (mcp_egresstest.go) start
+// agentnode-egress-proxy-egresstest, the same plugin built with the tag.
+var egressProxyName = "proxy"
+
+// egressTestDestinations, when set, gives the test-only destinations the
+// proxy is started with (egress.StartRequest.TestHosts, TestPermit). Only
+// egresstest builds set it; in every other build nothing can change the
+// proxy's resolver or its public-address check (and a release plugin
+// refuses such a request anyway).
+var egressTestDestinations func() (hosts, permit string)
+
+// egressCloseTimeout bounds the wait for the plugin's answer to close (its
+// own teardown waits at most a few seconds for connections to end).
+const egressCloseTimeout = 15 * time.Second
 
 // egressSocketDir is where the proxy creates its private 0700 directory:
 // the temporary directory, or /tmp when that path would make the socket
@@ -40,66 +63,183 @@ var egressResolver func() (egress.Resolver, error)
 func egressSocketDir() string {
 	dir := os.TempDir()
 	// egress-NNNNNNNNNN/proxy.sock below it; 107 bytes at most in all.
-	if !filepath.IsAbs(dir) || len(dir)+len("/egress-0123456789/")+len(egress.SocketName) > 107 {
+	if !filepath.IsAbs(dir) || len(dir)+len("/"+egress.DirPrefix+"0123456789/")+len(egress.SocketName) > 107 {
 		return "/tmp"
 	}
 	return dir
 }
 
-// startMCPEgress is mcpEgress: it starts the proxy for st's server with the
-// sealed domains, auditing each event on its own handle of the audit log
-// (the proxy outlives the run that started it under agentnode mcp serve).
-// stop closes the proxy and the log; it returns egress_denied unless the
-// proxy verified its teardown.
-func startMCPEgress(ctx context.Context, st *state, domains []string) (string, func() error, error) {
+// mcpEgressProxy is the running proxy of one server session.
+type mcpEgressProxy struct {
+	// sock is the socket to bind-mount into the sandbox.
+	sock string
+	// stop closes the proxy and its plugin process; it returns
+	// egress_denied unless the teardown was verified and the session
+	// went as it should.
+	stop func() error
+	// failed is closed when the proxy failed while serving (the plugin
+	// died or broke the protocol, or reported an allow outside the
+	// allowlist): the session must end. It is also closed by stop.
+	failed <-chan struct{}
+	// pid is the plugin process.
+	pid int
+}
+
+// startMCPEgress is mcpEgress: it starts the proxy plugin for st's server
+// with the sealed domains, auditing each event on its own handle of the
+// audit log (the proxy outlives the run that started it under agentnode
+// mcp serve).
+func startMCPEgress(ctx context.Context, st *state, domains []string) (*mcpEgressProxy, error) {
 	if st.res.Placement != PlacementSandbox {
-		return "", nil, reason.New(reason.EgressDenied, "package %s: sealed egress exists only in the sandbox, not on placement %q", st.pkg.ID, st.res.Placement)
+		return nil, reason.New(reason.EgressDenied, "package %s: sealed egress exists only in the sandbox, not on placement %q", st.pkg.ID, st.res.Placement)
+	}
+	if st.k.Plugins == nil {
+		return nil, reason.New(reason.PluginUnavailable, "package %s: no plugin host for the egress proxy", st.pkg.ID)
 	}
 	log, err := audit.Open(home.AuditDir(st.k.HomeDir), st.k.auditOptions(st))
 	if err != nil {
-		return "", nil, reason.Wrap(reason.AuditUnavailable, err, "open the audit log for the egress proxy")
+		return nil, reason.Wrap(reason.AuditUnavailable, err, "open the audit log for the egress proxy")
 	}
 	// The records' fixed part, taken now: the run that started the server
 	// goes on changing its state while the proxy serves.
 	base := *st.k.baseRecord(st, eventEgress)
 	base.Tool, base.Action, base.GuardChain = "", "network_egress", nil
 	base.Decision, base.Code, base.Reason = "", "", ""
-	cfg := egress.Config{
-		Allowed:   domains,
-		SocketDir: egressSocketDir(),
-		Audit: func(e egress.Event) error {
-			return log.Append(egressRecord(base, e))
-		},
-	}
-	if egressResolver != nil {
-		if cfg.Resolver, err = egressResolver(); err != nil {
-			_ = log.Close()
-			return "", nil, reason.New(reason.EgressDenied, "egress proxy resolver: %w", err)
-		}
-	}
-	proxy, err := egress.Start(ctx, cfg)
+
+	client, proc, err := st.k.Plugins.EgressProxy(egressProxyName)
 	if err != nil {
 		_ = log.Close()
-		return "", nil, reason.New(reason.EgressDenied, "package %s: %w", st.pkg.ID, err)
+		return nil, fmt.Errorf("package %s: sealed egress: %w", st.pkg.ID, err)
 	}
-	stop := func() error {
-		err := proxy.Close()
+	a := newEgressAuditor(base, log, domains)
+	req := &egress.StartRequest{Allowed: domains, SocketDir: egressSocketDir()}
+	if egressTestDestinations != nil {
+		req.TestHosts, req.TestPermit = egressTestDestinations()
+	}
+	// startCtx bounds the start only: the session lives until stop (which
+	// after the server ended still learns whether the teardown was
+	// verified).
+	startCtx, cancelStart := context.WithTimeout(ctx, st.k.Plugins.CallTimeout())
+	sess, err := client.Start(startCtx, req, a.audit)
+	cancelStart()
+	if err != nil {
+		proc.Stop()
 		_ = log.Close()
-		if err != nil {
-			return reason.New(reason.EgressDenied, "package %s: the egress proxy could not prove its teardown: %w", st.pkg.ID, err)
+		return nil, reason.New(reason.EgressDenied, "package %s: start the egress proxy: %w", st.pkg.ID, err)
+	}
+	failed := make(chan struct{})
+	go func() {
+		select {
+		case <-sess.Done():
+		case <-a.violated:
+		}
+		close(failed)
+	}()
+	sock := sess.SocketPath()
+	stop := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), egressCloseTimeout)
+		defer cancel()
+		var errs []error
+		if err := sess.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		// The process and its group go in any case; nothing of the
+		// proxy can be left running after this.
+		proc.Stop()
+		if err := a.violation(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := removeEgressLeftovers(sock); err != nil {
+			errs = append(errs, err)
+		}
+		_ = log.Close()
+		if len(errs) > 0 {
+			return reason.New(reason.EgressDenied, "package %s: the egress proxy could not prove its teardown: %w", st.pkg.ID, errors.Join(errs...))
 		}
 		return nil
 	}
-	return proxy.SocketPath(), stop, nil
+	return &mcpEgressProxy{sock: sock, stop: stop, failed: failed, pid: proc.PID()}, nil
+}
+
+// removeEgressLeftovers checks, with the plugin process gone, that neither
+// the socket nor its directory is left (sdk/egress checked that sock is
+// egress.SocketName in an egress.DirPrefix directory under the socket
+// directory). What a crashed plugin left is removed — the socket and the
+// empty directory, nothing else — and reported.
+func removeEgressLeftovers(sock string) error {
+	var errs []error
+	dir := filepath.Dir(sock)
+	if _, err := os.Lstat(sock); err == nil {
+		errs = append(errs, fmt.Errorf("socket %s was left", sock))
+		if err := os.Remove(sock); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		errs = append(errs, fmt.Errorf("socket directory %s was left", dir))
+		if err := os.Remove(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// egressAuditor writes the audit record of each event the proxy reports.
+type egressAuditor struct {
+	base    audit.Record
+	log     *audit.Log
+	allowed map[string]bool
+
+	mu       sync.Mutex
+	bad      error // the first allow outside the allowlist
+	violated chan struct{}
+}
+
+func newEgressAuditor(base audit.Record, log *audit.Log, domains []string) *egressAuditor {
+	a := &egressAuditor{base: base, log: log, allowed: make(map[string]bool, len(domains)), violated: make(chan struct{})}
+	for _, d := range domains {
+		a.allowed[d] = true
+	}
+	return a
+}
+
+// audit records e; an error refuses the connection. An allow the sealed
+// allowlist does not permit (another host, another port) is recorded as a
+// deny and refused, and ends the session: the proxy is not doing its job.
+func (a *egressAuditor) audit(e egress.Event) error {
+	if e.Decision == egress.Allow && (!a.allowed[e.Host] || e.Port != 443) {
+		why := fmt.Sprintf("the egress proxy reported an allow outside the sealed allowlist (%.300q port %d)", e.Host, e.Port)
+		a.mu.Lock()
+		first := a.bad == nil
+		if first {
+			a.bad = errors.New(why)
+			close(a.violated)
+		}
+		a.mu.Unlock()
+		d := e
+		d.Decision, d.Reason = egress.Deny, "refused by agentnode: "+why
+		if err := a.log.Append(egressRecord(a.base, d)); err != nil {
+			return fmt.Errorf("%s; audit: %w", why, err)
+		}
+		return errors.New(why)
+	}
+	return a.log.Append(egressRecord(a.base, e))
+}
+
+// violation is the first allow outside the allowlist, or nil.
+func (a *egressAuditor) violation() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bad
 }
 
 // egressRecord is the audit record of one proxy event: host, port, address,
 // decision and why, never payload or headers.
 func egressRecord(base audit.Record, e egress.Event) *audit.Record {
 	r := base
-	target := e.Host
+	target := truncate(e.Host, 255)
 	if e.Port != 0 {
-		target = fmt.Sprintf("%s:%d", e.Host, e.Port)
+		target = fmt.Sprintf("%s:%d", target, e.Port)
 	}
 	if target == "" {
 		target = "(no target)"

@@ -11,11 +11,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/egress"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // MCP server packages (specs/mcp.md). Placement checks the launch
@@ -47,10 +47,11 @@ type mcpPlan struct {
 }
 
 // mcpEgress starts the egress proxy for a server whose sealed
-// mcp_allowed_domains are not empty, and returns the socket to hand to the
-// sandbox and a function that stops the proxy, returning an error unless it
-// verified the teardown (egress.go). nil: egress is not available, and such
-// servers are refused with egress_denied at placement.
+// mcp_allowed_domains are not empty: the socket to hand to the sandbox, a
+// function that stops the proxy, returning an error unless it verified the
+// teardown, and a channel closed when the proxy failed while serving
+// (egress.go). nil: egress is not available, and such servers are refused
+// with egress_denied at placement.
 var mcpEgress = startMCPEgress
 
 // checkMCPLaunch checks that st's mcp_server package is preinstalled and

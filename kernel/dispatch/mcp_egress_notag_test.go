@@ -4,11 +4,16 @@ package dispatch
 
 import "testing"
 
-// Without the egresstest build tag nothing can change the proxy's
-// resolver: the test hosts variable is ignored.
-func TestEgressResolverOnlyUnderTag(t *testing.T) {
+// Without the egresstest build tag nothing can give the proxy test
+// destinations: the variables are not read, and the release plugin is
+// the one started.
+func TestEgressTestDestinationsOnlyUnderTag(t *testing.T) {
 	t.Setenv("AGENTNODE_EGRESSTEST_HOSTS", "api.example.com=127.0.0.2")
-	if egressResolver != nil {
-		t.Fatal("a resolver override is compiled into a build without the egresstest tag")
+	t.Setenv("AGENTNODE_EGRESSTEST_PERMIT", "127.0.0.2/32")
+	if egressTestDestinations != nil {
+		t.Fatal("test destinations are compiled into a build without the egresstest tag")
+	}
+	if egressProxyName != "proxy" {
+		t.Fatalf("a build without the egresstest tag starts agentnode-egress-%s", egressProxyName)
 	}
 }

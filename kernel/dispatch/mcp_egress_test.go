@@ -8,17 +8,23 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/agentnode/agentnode/kernel/audit"
-	"github.com/agentnode/agentnode/kernel/egress"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // withDomains is the test manifest with sealed-egress domains.
@@ -76,19 +82,50 @@ func TestMCPAllowedDomainsInvalid(t *testing.T) {
 	}
 }
 
-type mapResolver map[string][]netip.Addr
-
-func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := m[host]; ok {
-		return a, nil
+// TestMain removes the egress plugins' build directory after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if egressBinDir != "" {
+		os.RemoveAll(egressBinDir)
 	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	os.Exit(code)
 }
 
-// egressState is a run's state placed in the sandbox, for startMCPEgress.
+var egressBinDir string
+
+// egressBin holds both builds of the egress plugin, built once:
+// agentnode-egress-proxy and, with the egresstest tag,
+// agentnode-egress-proxy-egresstest.
+var egressBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "dispatch-egress-bin-")
+	if err != nil {
+		return "", err
+	}
+	egressBinDir = dir
+	for file, tags := range map[string]string{"agentnode-egress-proxy": "seccomp", "agentnode-egress-proxy-egresstest": "seccomp egresstest"} {
+		cmd := exec.Command("go", "build", "-tags", tags, "-o", filepath.Join(dir, file), "github.com/agentnode/agentnode/plugins/egress/proxy")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build %s: %w\n%s", file, err, out)
+		}
+	}
+	return dir, nil
+})
+
+// egressState is a run's state placed in the sandbox, for startMCPEgress,
+// with a plugin host that has both egress plugins pinned.
 func egressState(t *testing.T) *state {
 	t.Helper()
+	bin, err := egressBin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := newHome(t)
+	if _, err := pluginhost.PinBundled(k.HomeDir, bin); err != nil {
+		t.Fatal(err)
+	}
+	k.Plugins = pluginhost.New(pluginhost.Options{HomeDir: k.HomeDir, BinDir: bin, Logger: hclog.NewNullLogger()})
+	t.Cleanup(k.Plugins.Close)
 	set, err := loadSettings(home.ConfigPath(k.HomeDir), nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +133,15 @@ func egressState(t *testing.T) *state {
 	return &state{k: k, set: set, pkg: &store.Package{ID: "echo-mcp", Version: "1.0.0"},
 		res: &Result{RequestID: "req-egress", Package: "echo-mcp", Version: "1.0.0", Tool: "fetch", Trust: "verified",
 			Placement: PlacementSandbox, Backend: "libcontainer", Decision: "allow"}}
+}
+
+// withEgressTest makes startMCPEgress start the egresstest plugin with
+// these test hosts, as an egresstest agentnode does.
+func withEgressTest(t *testing.T, hosts, permit string) {
+	savedName, savedDest := egressProxyName, egressTestDestinations
+	egressProxyName = "proxy-egresstest"
+	egressTestDestinations = func() (string, string) { return hosts, permit }
+	t.Cleanup(func() { egressProxyName, egressTestDestinations = savedName, savedDest })
 }
 
 // connect sends one request line (and headers) to the proxy socket and
@@ -119,24 +165,47 @@ func connect(t *testing.T, sock, request string) int {
 	return resp.StatusCode
 }
 
+// alive reports whether process pid exists (and is not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
 // The proxy of a session, from the sandbox's side: what the allowlist does
 // not name, other ports, IP literals and names resolving to private
-// addresses are refused, each one an egress deny record (host and why,
-// never payload or headers); stop tears it down and leaves no directory.
+// addresses are refused, each one an egress deny record the kernel writes
+// (host and why, never payload or headers); each session has a plugin
+// process of its own; stop tears it down, ends the process and leaves no
+// directory.
 func TestMCPEgressProxyAudited(t *testing.T) {
-	saved := egressResolver
-	egressResolver = func() (egress.Resolver, error) {
-		return mapResolver{"api.example.com": {netip.MustParseAddr("10.1.2.3")}}, nil
-	}
-	t.Cleanup(func() { egressResolver = saved })
+	withEgressTest(t, "api.example.com=10.1.2.3", "")
 	st := egressState(t)
-	sock, stop, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	eg, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sock := eg.sock
 	dir := filepath.Dir(sock)
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("socket dir %v %v", fi, err)
+	}
+	if eg.pid <= 0 || eg.pid == os.Getpid() || !alive(eg.pid) {
+		t.Fatalf("the proxy does not run in a process of its own (pid %d)", eg.pid)
+	}
+	// A second session gets a second process.
+	eg2, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eg2.pid == eg.pid || eg2.sock == sock {
+		t.Fatalf("two sessions share the proxy process %d / socket %s", eg.pid, sock)
+	}
+	if err := eg2.stop(); err != nil {
+		t.Fatal(err)
 	}
 	const secret = "PAYLOAD-SECRET-7f3a"
 	for _, c := range []struct{ req, host string }{
@@ -150,12 +219,31 @@ func TestMCPEgressProxyAudited(t *testing.T) {
 			t.Errorf("%q: status %d, want a refusal", c.req, code)
 		}
 	}
-	if err := stop(); err != nil {
+	if err := eg.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("socket dir left after stop: %v", err)
 	}
+	if alive(eg.pid) || alive(eg2.pid) {
+		t.Fatalf("a proxy process outlived its session")
+	}
+	select {
+	case <-eg.failed:
+	default:
+		t.Error("failed is not closed after stop")
+	}
+	// A session whose proxy is never stopped: closing the plugin host
+	// (the end of the agentnode process) ends its process too.
+	eg3, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.k.Plugins.Close()
+	if alive(eg3.pid) {
+		t.Fatalf("the plugin host's Close left the proxy process %d", eg3.pid)
+	}
+	os.RemoveAll(filepath.Dir(eg3.sock))
 	recs := auditRecords(t, st.k)
 	if len(recs) != 5 {
 		t.Fatalf("%d audit records, want 5: %+v", len(recs), recs)
@@ -184,17 +272,96 @@ func TestMCPEgressProxyAudited(t *testing.T) {
 // stop an egress_denied error.
 func TestMCPEgressTeardownUnverified(t *testing.T) {
 	st := egressState(t)
-	sock, stop, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	eg, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	planted := filepath.Join(filepath.Dir(sock), "planted")
+	planted := filepath.Join(filepath.Dir(eg.sock), "planted")
 	if err := os.WriteFile(planted, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(sock)) })
-	if err := stop(); reason.CodeOf(err) != reason.EgressDenied || !strings.Contains(err.Error(), "teardown") {
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(eg.sock)) })
+	if err := eg.stop(); reason.CodeOf(err) != reason.EgressDenied || !strings.Contains(err.Error(), "teardown") {
 		t.Fatalf("stop: %v", err)
+	}
+}
+
+// The proxy process killed in the middle of a session (as a crash or an
+// exploit of its parser would): the session learns at once (failed), the
+// socket no longer answers, stop is an egress_denied error, and what the
+// dead process left (socket, directory) is removed.
+func TestMCPEgressPluginCrashFailsClosed(t *testing.T) {
+	st := egressState(t)
+	eg, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := connect(t, eg.sock, "CONNECT other.example.com:443 HTTP/1.1\r\n\r\n"); code != 403 {
+		t.Fatalf("control: status %d, want 403", code)
+	}
+	if err := syscall.Kill(eg.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-eg.failed // no timeout: the test's deadline is the bound
+	if c, err := net.Dial("unix", eg.sock); err == nil {
+		c.Close()
+		t.Fatal("the socket still accepts connections after the proxy died")
+	}
+	err = eg.stop()
+	if reason.CodeOf(err) != reason.EgressDenied || !strings.Contains(err.Error(), "session broken") {
+		t.Fatalf("stop after the crash: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Dir(eg.sock)); !os.IsNotExist(err) {
+		t.Fatalf("the dead proxy's directory was not removed: %v", err)
+	}
+}
+
+// A release build of the plugin refuses test destinations: only the
+// egresstest build honours them.
+func TestMCPEgressReleasePluginRefusesTestDestinations(t *testing.T) {
+	withEgressTest(t, "api.example.com=127.0.0.1", "127.0.0.1/32")
+	egressProxyName = "proxy"
+	st := egressState(t)
+	_, err := startMCPEgress(context.Background(), st, []string{"api.example.com"})
+	if reason.CodeOf(err) != reason.EgressDenied || !strings.Contains(err.Error(), "egresstest") {
+		t.Fatalf("start: %v", err)
+	}
+}
+
+// The kernel checks every allow the proxy reports against the sealed
+// allowlist: an allow for another host or port is recorded as a deny,
+// refused (the proxy then contacts nothing) and fails the session.
+func TestMCPEgressAllowOutsideAllowlistRefused(t *testing.T) {
+	st := egressState(t)
+	log, err := audit.Open(home.AuditDir(st.k.HomeDir), st.k.auditOptions(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	a := newEgressAuditor(*st.k.baseRecord(st, eventEgress), log, []string{"api.example.com"})
+	if err := a.audit(egress.Event{Decision: egress.Allow, Host: "api.example.com", Port: 443, Addr: netip.MustParseAddr("93.184.215.14")}); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	for _, e := range []egress.Event{
+		{Decision: egress.Allow, Host: "evil.example.net", Port: 443},
+		{Decision: egress.Allow, Host: "api.example.com", Port: 8443},
+	} {
+		if err := a.audit(e); err == nil {
+			t.Errorf("%+v accepted", e)
+		}
+	}
+	select {
+	case <-a.violated:
+	default:
+		t.Fatal("the session was not failed")
+	}
+	if a.violation() == nil {
+		t.Fatal("no violation reported")
+	}
+	recs := auditRecords(t, st.k)
+	if len(recs) != 3 || recs[0].Decision != "allow" || recs[1].Decision != "deny" || recs[2].Decision != "deny" ||
+		!strings.Contains(recs[1].Reason, "refused by agentnode") || recs[1].Code != string(reason.EgressDenied) {
+		t.Fatalf("records %+v", recs)
 	}
 }
 
@@ -202,15 +369,15 @@ func TestMCPEgressTeardownUnverified(t *testing.T) {
 func TestMCPEgressHostRefused(t *testing.T) {
 	st := egressState(t)
 	st.res.Placement = PlacementHost
-	if _, _, err := startMCPEgress(context.Background(), st, []string{"api.example.com"}); reason.CodeOf(err) != reason.EgressDenied {
+	if _, err := startMCPEgress(context.Background(), st, []string{"api.example.com"}); reason.CodeOf(err) != reason.EgressDenied {
 		t.Fatal(err)
 	}
 	// startMCPSession refuses it before any hook or process.
 	called := false
 	saved := mcpEgress
-	mcpEgress = func(context.Context, *state, []string) (string, func() error, error) {
+	mcpEgress = func(context.Context, *state, []string) (*mcpEgressProxy, error) {
 		called = true
-		return "", nil, nil
+		return nil, nil
 	}
 	t.Cleanup(func() { mcpEgress = saved })
 	st.mcp = &mcpPlan{domains: []string{"api.example.com"}}

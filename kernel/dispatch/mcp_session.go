@@ -81,10 +81,7 @@ func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.D
 	stopRun := context.AfterFunc(runCtx, kill)
 	// Sealed egress: a proxy for this server's lifetime, in the sandbox only
 	// (placement never puts such a server on the host; refused here again).
-	var (
-		egressSock string
-		stopEgress func() error
-	)
+	var eg *mcpEgressProxy
 	if len(st.mcp.domains) > 0 {
 		var err error
 		switch {
@@ -93,25 +90,39 @@ func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.D
 		case st.res.Placement != PlacementSandbox:
 			err = reason.New(reason.EgressDenied, "package %s: sealed egress exists only in the sandbox, not on placement %q", st.pkg.ID, st.res.Placement)
 		default:
-			egressSock, stopEgress, err = mcpEgress(rctx, st, st.mcp.domains)
+			eg, err = mcpEgress(rctx, st, st.mcp.domains)
 		}
 		if err != nil {
 			stopRun()
 			kill()
 			return nil, err
 		}
+		// A proxy that fails while serving (its process died) ends the
+		// server: the session fails closed, and stop below says why.
+		// failed is closed by stop in any case, so this ends.
+		go func() {
+			<-eg.failed
+			kill()
+		}()
 	}
 	s := &mcpSession{inW: inW, kill: kill, stderr: &syncBuffer{max: toolio.MaxStderr}, done: make(chan struct{})}
 	if st.res.Placement == PlacementSandbox {
 		s.host = st.k.Plugins
 	}
+	egressSock := ""
+	if eg != nil {
+		egressSock = eg.sock
+	}
 	go func() {
 		defer close(s.done)
 		defer stopRun()
 		s.exitCode, s.cleanupErr = runMCPServer(rctx, st, lifetime, egressSock, inR, outW, s.stderr)
-		if stopEgress != nil {
-			// After the server: its proxy goes with it, teardown verified.
-			if err := stopEgress(); err != nil && s.cleanupErr == nil {
+		if eg != nil {
+			// After the server: its proxy goes with it, teardown verified
+			// (a proxy that failed while serving ended the server, and
+			// says so here). The container's own unverified removal
+			// takes precedence.
+			if err := eg.stop(); err != nil && s.cleanupErr == nil {
 				s.cleanupErr = err
 			}
 		}

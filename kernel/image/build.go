@@ -40,7 +40,9 @@ const maxBusybox = 64 << 20
 
 // ForwarderName is the egress forwarder's file name in bin/, next to the
 // agentnode executable (built by `make build` from sdk/sandbox/forwarder).
-const ForwarderName = "agentnode-egress-forwarder"
+// It is not a plugin, so its name is not agentnode-<kind>-<name>
+// (agentnode-egress-… names an egress plugin, specs/plugins.md).
+const ForwarderName = "agentnode-forwarder"
 
 // maxForwarder bounds the forwarder binary read into memory.
 const maxForwarder = 32 << 20
@@ -82,7 +84,7 @@ type BuildOptions struct {
 	// ForwarderPath is the statically linked egress forwarder
 	// (sdk/sandbox/forwarder) baked into the image at
 	// profile.EgressForwarderPath; empty means ForwarderName next to the
-	// running executable (bin/agentnode-egress-forwarder beside
+	// running executable (bin/agentnode-forwarder beside
 	// bin/agentnode).
 	ForwarderPath string
 }

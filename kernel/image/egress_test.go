@@ -93,7 +93,7 @@ func TestBuildRefusesBadForwarder(t *testing.T) {
 }
 
 // TestForwarderDefaultsNextToExecutable: without ForwarderPath the
-// forwarder is bin/agentnode-egress-forwarder beside the running binary.
+// forwarder is bin/agentnode-forwarder beside the running binary.
 func TestForwarderDefaultsNextToExecutable(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

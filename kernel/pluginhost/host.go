@@ -1,5 +1,5 @@
 // Package pluginhost finds, verifies, starts and stops agentnode's plugin
-// processes (trust, guard, sandbox and broker kinds), fail closed.
+// processes (trust, guard, sandbox, broker and egress kinds), fail closed.
 //
 // Catalog: a plugin is a file named agentnode-<kind>-<name> in the directory
 // of the agentnode executable (bundled plugins) or in home.PluginsDir (user
@@ -97,10 +97,11 @@ type Host struct {
 	startTimeout    time.Duration
 	callTimeout     time.Duration
 
-	mu       sync.Mutex
-	closed   bool
-	slots    map[string]*slot
-	launches sync.WaitGroup
+	mu        sync.Mutex
+	closed    bool
+	slots     map[string]*slot
+	dedicated map[*Dedicated]struct{} // started by startDedicated, not stopped yet
+	launches  sync.WaitGroup
 }
 
 // slot is the cache entry of one kind/name. ready is closed once proc or
@@ -132,6 +133,7 @@ func New(opts Options) *Host {
 		startTimeout: opts.StartTimeout,
 		callTimeout:  opts.CallTimeout,
 		slots:        map[string]*slot{},
+		dedicated:    map[*Dedicated]struct{}{},
 	}
 	if h.logger == nil {
 		h.logger = DefaultLogger()
@@ -502,8 +504,8 @@ func (h *Host) Close() { h.close(false) }
 // plugins, which only answer calls and hold nothing a shutdown would
 // release, are killed (process group, SIGKILL) without the graceful
 // shutdown and without waiting for them to be reaped, which saves a
-// millisecond or two at the end of every command. Sandbox and broker
-// plugins are stopped as by Close.
+// millisecond or two at the end of every command. Sandbox, broker and
+// egress plugins are stopped as by Close.
 func (h *Host) Exit() { h.close(true) }
 
 func (h *Host) close(exiting bool) {
@@ -520,9 +522,20 @@ func (h *Host) close(exiting bool) {
 		}
 		delete(h.slots, key)
 	}
+	var dedicated []*Dedicated
+	for d := range h.dedicated {
+		dedicated = append(dedicated, d)
+	}
 	h.mu.Unlock()
 
 	var wg sync.WaitGroup
+	for _, d := range dedicated {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.Stop()
+		}()
+	}
 	for _, p := range procs {
 		if exiting && (p.kind == plugin.KindTrust || p.kind == plugin.KindGuard) {
 			h.stopNow(p)

@@ -24,10 +24,11 @@ const (
 	KindGuard   = "guard"
 	KindSandbox = "sandbox"
 	KindBroker  = "broker"
+	KindEgress  = "egress"
 )
 
 // Kinds lists every plugin kind in a stable order.
-var Kinds = []string{KindTrust, KindGuard, KindSandbox, KindBroker}
+var Kinds = []string{KindTrust, KindGuard, KindSandbox, KindBroker, KindEgress}
 
 // APIVersion is the newest plugin API version this SDK implements.
 // SupportedAPIVersions are all of them, newest first. Version negotiation

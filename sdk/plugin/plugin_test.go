@@ -51,7 +51,7 @@ func TestInfoFromProto(t *testing.T) {
 }
 
 func TestKindsAndHandshake(t *testing.T) {
-	if want := []string{"trust", "guard", "sandbox", "broker"}; !reflect.DeepEqual(plugin.Kinds, want) {
+	if want := []string{"trust", "guard", "sandbox", "broker", "egress"}; !reflect.DeepEqual(plugin.Kinds, want) {
 		t.Errorf("Kinds = %q, want %q", plugin.Kinds, want)
 	}
 	h := plugin.Handshake

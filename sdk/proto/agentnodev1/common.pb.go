@@ -6,7 +6,8 @@
 
 // Package agentnode.v1 is the wire contract between the agentnode kernel and
 // its plugin processes. Every plugin kind serves Info; the kind-specific
-// services are in trust.proto, guard.proto, sandbox.proto and broker.proto.
+// services are in trust.proto, guard.proto, sandbox.proto, broker.proto and
+// egress.proto.
 
 package agentnodev1
 
@@ -66,7 +67,7 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 type Info struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"` // trust | guard | sandbox | broker
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"` // trust | guard | sandbox | broker | egress
 	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	ApiVersions   []uint32               `protobuf:"varint,4,rep,packed,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"`
 	unknownFields protoimpl.UnknownFields

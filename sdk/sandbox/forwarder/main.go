@@ -1,5 +1,5 @@
 // Command forwarder is the sandbox's egress forwarder, built to
-// bin/agentnode-egress-forwarder and baked into the sandbox image at
+// bin/agentnode-forwarder and baked into the sandbox image at
 // /usr/libexec/agentnode/egress-forwarder (profile.EgressForwarderPath) by
 // `agentnode sandbox build`, so the image digest pins it.
 //

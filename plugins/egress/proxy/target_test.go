@@ -1,9 +1,11 @@
-package egress
+package main
 
 import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -89,7 +91,7 @@ func FuzzParseTarget(f *testing.F) {
 		if _, err := netip.ParseAddr(host); err == nil {
 			t.Fatalf("accepted IP literal %q from %q", host, in)
 		}
-		if err := checkHostname(host); err != nil {
+		if err := egress.CheckHostname(host); err != nil {
 			t.Fatalf("accepted %q as %q: %v", in, host, err)
 		}
 		if host != strings.ToLower(host) {

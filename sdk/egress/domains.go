@@ -79,7 +79,7 @@ func validateDomain(d string) error {
 	if strings.HasSuffix(d, ".") {
 		return fmt.Errorf("trailing dot: write %q", strings.TrimRight(d, "."))
 	}
-	if err := checkHostname(d); err != nil {
+	if err := CheckHostname(d); err != nil {
 		return err
 	}
 	for _, s := range specialSuffixes {
@@ -95,12 +95,12 @@ func validateDomain(d string) error {
 	return nil
 }
 
-// checkHostname checks the syntax shared by allowlist entries and CONNECT
+// CheckHostname checks the syntax shared by allowlist entries and CONNECT
 // targets: lower-case LDH labels of 1–63 characters, no leading or trailing
 // hyphen, at least two labels, at most 253 characters, and a last label that
 // is not numeric (which resolvers and URL parsers may read as an IPv4
 // address: 127.1, 0x7f.1, 2130706433).
-func checkHostname(h string) error {
+func CheckHostname(h string) error {
 	if len(h) > 253 {
 		return fmt.Errorf("longer than 253 characters")
 	}

@@ -1,5 +1,12 @@
-// Package egress is the host side of sealed egress: the only way out of a
-// sandbox whose lockfile entry seals `mcp_allowed_domains`.
+// Command agentnode-egress-proxy is the bundled egress plugin: the sealed
+// egress CONNECT proxy, the only way out of a sandbox whose lockfile entry
+// seals `mcp_allowed_domains` (specs/egress.md). It is built on sdk/ only
+// and runs as a pinned plugin process of its own, one per MCP server
+// session, so that the HTTP parsing of what sandboxed code sends happens
+// here and never inside agentnode. agentnode starts it, sends the sealed
+// allowlist (sdk/egress.StartRequest), writes the audit record of every
+// Event the proxy reports and acknowledges it, and closes the session after
+// the server; this process never touches the audit log.
 //
 // # Mechanism
 //
@@ -39,11 +46,12 @@
 //     connections are capped and the excess is refused with 503.
 //
 // Every accepted connection yields exactly one decision Event (allow, or
-// deny with reason code egress_denied) before the destination is contacted
-// at all (the decision precedes the dial), and an allowed one a second Event
-// (closed) with byte counts when it ends. Events carry host, port, address
-// and reason, never payload or headers. An audit callback that fails refuses
-// the connection (fail closed).
+// deny, which agentnode records with reason code egress_denied) before the
+// destination is contacted at all (the decision precedes the dial), and an
+// allowed one a second Event (closed) with byte counts when it ends. Events
+// carry host, port, address and reason, never payload or headers. An audit
+// callback that fails (agentnode could not write the record, or the session
+// to agentnode is gone) refuses the connection (fail closed).
 //
 // Close stops accepting, closes every connection, waits for every connection
 // goroutine, removes the socket and the directory, and returns an error unless
@@ -60,4 +68,4 @@
 // way (the tests bind 443 on a random 127/8 address as root).
 //
 // ValidateDomains checks allowlist entries (see specs/egress.md).
-package egress
+package main

@@ -1,10 +1,12 @@
-package egress
+package main
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // allowedPort is the only destination port. It holds in every build,
@@ -25,12 +27,15 @@ func parseTarget(target string) (host string, port int, err error) {
 	if len(target) > maxTargetLen {
 		return "", 0, fmt.Errorf("target longer than %d bytes", maxTargetLen)
 	}
+	ascii := true
 	for i := 0; i < len(target); i++ {
 		if c := target[i]; c <= ' ' || c == 0x7f {
 			return "", 0, errors.New("control character or space in target")
+		} else if c >= 0x80 {
+			ascii = false
 		}
 	}
-	if !isASCII(target) {
+	if !ascii {
 		return "", 0, errors.New("non-ASCII target (use the IDNA A-label)")
 	}
 	switch {
@@ -68,7 +73,7 @@ func parseTarget(target string) (host string, port int, err error) {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return "", port, errors.New("IP literal target refused")
 	}
-	if err := checkHostname(h); err != nil {
+	if err := egress.CheckHostname(h); err != nil {
 		return "", port, fmt.Errorf("bad host: %w", err)
 	}
 	return h, port, nil

@@ -1,6 +1,6 @@
 //go:build egresstest
 
-package egress
+package main
 
 import (
 	"bufio"

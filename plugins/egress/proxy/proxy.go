@@ -1,4 +1,4 @@
-package egress
+package main
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // Resolver resolves a hostname; *net.Resolver implements it.
@@ -30,9 +30,6 @@ type Resolver interface {
 type Dialer interface {
 	DialContext(ctx context.Context, network, address string) (net.Conn, error)
 }
-
-// SocketName is the name of the socket inside the proxy's directory.
-const SocketName = "proxy.sock"
 
 // Defaults of the zero Config fields.
 const (
@@ -105,7 +102,7 @@ type Proxy struct {
 // until Close or until ctx is done (then it tears down as Close does; call
 // Close to learn whether the teardown was verified).
 func Start(ctx context.Context, cfg Config) (*Proxy, error) {
-	if err := ValidateDomains(cfg.Allowed); err != nil {
+	if err := egress.ValidateDomains(cfg.Allowed); err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	if cfg.Audit == nil {
@@ -132,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
 
-	dir, err := os.MkdirTemp(cfg.SocketDir, "egress-")
+	dir, err := os.MkdirTemp(cfg.SocketDir, egress.DirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: socket directory: %w", err)
 	}
@@ -140,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		os.Remove(dir)
 		return nil, fmt.Errorf("egress proxy: socket directory: %w", err)
 	}
-	sock := filepath.Join(dir, SocketName)
+	sock := filepath.Join(dir, egress.SocketName)
 	if len(sock) > maxSocketPath {
 		os.Remove(dir)
 		return nil, fmt.Errorf("egress proxy: socket path %q is longer than %d bytes: use a shorter SocketDir", sock, maxSocketPath)
@@ -340,9 +337,6 @@ func (p *Proxy) refuseBusy(c net.Conn) {
 func (p *Proxy) audit(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
-	}
-	if e.Decision == Deny {
-		e.Code = reason.EgressDenied
 	}
 	p.auditMu.Lock()
 	defer p.auditMu.Unlock()
