@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
 // File names inside the audit directory.
@@ -147,7 +149,7 @@ func syncDir(dir string) error {
 // log (no append or rotation in between). Without a lock file (no writer
 // ever ran, or a read-only copy of the log) it returns nil and no error.
 func readLock(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := bounded.Open(filepath.Join(dir, LockName), os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
