@@ -31,15 +31,18 @@ const verifyTries = 4
 // removed with podman rm and the removal proven with podman ps.
 //
 // Then the run's own cgroup (runcgroup.go), empty once the container's is
-// gone, is removed in every hierarchy; while the container's removal is
-// unproven it is left to the sweep of a later plugin process.
+// gone, is removed in every hierarchy and proven gone; while the
+// container's removal is unproven, only what of it is empty is removed.
 func (b *backend) removeAndVerify(rs *runState, cid string) error {
 	err := b.removeContainerAndVerify(rs, cid)
 	if rs.cg == nil {
 		return err
 	}
 	if err != nil {
-		rs.cg.close()
+		// The container may still be in it: rmdir removes only empty
+		// cgroups, and what is left waits for the sweep of a later
+		// plugin process (removeStaleRunCgroups).
+		_ = rs.cg.remove()
 		return err
 	}
 	if err := rs.cg.remove(); err != nil {
