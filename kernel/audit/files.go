@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
@@ -135,7 +136,7 @@ var syncDir = atomicfile.SyncDir
 // log (no append or rotation in between). Without a lock file (no writer
 // ever ran, or a read-only copy of the log) it returns nil and no error.
 func readLock(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := bounded.Open(filepath.Join(dir, LockName), os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil

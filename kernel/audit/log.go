@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -242,7 +243,7 @@ func (l *Log) lastRotated() (uint64, string, error) {
 }
 
 func lastLineOf(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := bounded.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

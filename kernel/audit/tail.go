@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
 // Tail returns the last n records of the log in dir, oldest first, reading
@@ -49,7 +50,7 @@ func Tail(dir string, n int) ([]Record, error) {
 }
 
 func tailFile(path string, n int) ([][]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := bounded.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
 // Problems Verify reports.
@@ -135,7 +136,7 @@ type verifier struct {
 // file verifies one file; done means a problem was found.
 func (v *verifier) file(i int) (done bool, err error) {
 	v.fileIdx, v.lineNo, v.off = i, 0, 0
-	f, err := os.OpenFile(filepath.Join(v.dir, v.files[i].name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := bounded.Open(filepath.Join(v.dir, v.files[i].name), os.O_RDONLY, 0)
 	if err != nil {
 		return false, err
 	}
@@ -255,7 +256,7 @@ func (v *verifier) expected(line []byte) uint64 {
 // current line (then records were reordered rather than deleted).
 func (v *verifier) seqLater(want uint64) bool {
 	for i := v.fileIdx; i < len(v.files); i++ {
-		f, err := os.OpenFile(filepath.Join(v.dir, v.files[i].name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		f, err := bounded.Open(filepath.Join(v.dir, v.files[i].name), os.O_RDONLY, 0)
 		if err != nil {
 			return false
 		}

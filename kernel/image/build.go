@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
@@ -648,7 +649,9 @@ func writeBlob(layoutDir string, b []byte) error {
 // already there with the right content is left alone.
 func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, error)) (err error) {
 	p := blobPath(layoutDir, h.Hex)
-	if f, err := os.Open(p); err == nil {
+	// Only a regular file counts as there (a FIFO would block the open);
+	// anything else is replaced.
+	if f, err := bounded.Open(p, os.O_RDONLY, 0); err == nil {
 		sum := sha256.New()
 		_, cerr := io.Copy(sum, f)
 		f.Close()
@@ -683,12 +686,12 @@ func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, erro
 
 // addToIndex adds desc to index.json unless a descriptor with the same digest
 // and tag is there already. A corrupt index.json (Resolve refuses every
-// image of it) is replaced by an index of desc alone: building or pulling
-// again is how the layout is repaired, and the images it listed must be
-// built or pulled again too.
+// image of it), or a symlink, FIFO or device in its place, is replaced by
+// an index of desc alone: building or pulling again is how the layout is
+// repaired, and the images it listed must be built or pulled again too.
 func addToIndex(layoutDir string, desc v1.Descriptor) error {
 	idx, err := readIndex(layoutDir)
-	if errors.Is(err, errCorruptIndex) {
+	if errors.Is(err, errCorruptIndex) || errors.Is(err, bounded.ErrNotRegular) {
 		idx, err = &v1.IndexManifest{}, nil
 	}
 	if err != nil {

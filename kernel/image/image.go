@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,6 +34,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -196,25 +196,24 @@ func checkIndexed(layoutDir, mhex string) error {
 }
 
 // readVerified reads the blob hexDigest from the layout and checks that it
-// hashes to its name. what names the blob in errors.
+// hashes to its name. what names the blob in errors. The blob is a regular
+// file of at most maxMetaBlob bytes (bounded.ReadFile): a symlink, FIFO or
+// device in its place means the layout was modified, and never hangs.
 func readVerified(layoutDir, hexDigest, what string) ([]byte, error) {
 	p := blobPath(layoutDir, hexDigest)
-	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := bounded.ReadFile(p, maxMetaBlob)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, reason.New(reason.SandboxUnavailable,
 			"%s: %s sha256:%s is not in the image layout %s; run `agentnode sandbox build`",
 			ImageMissing, what, hexDigest, layoutDir)
-	}
-	if err != nil {
-		return nil, reason.New(reason.SandboxUnavailable, "%s: read %s: %w", ImageMissing, what, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxMetaBlob+1))
-	if err != nil {
-		return nil, reason.New(reason.SandboxUnavailable, "%s: read %s: %w", ImageMissing, what, err)
-	}
-	if len(data) > maxMetaBlob {
+	case errors.Is(err, bounded.ErrTooLarge):
 		return nil, reason.New(reason.ImageDigestMismatch, "%s sha256:%s in %s is larger than %d bytes", what, hexDigest, layoutDir, maxMetaBlob)
+	case errors.Is(err, bounded.ErrNotRegular):
+		return nil, reason.New(reason.ImageDigestMismatch,
+			"%s blob: %w: the image layout was modified; rebuild with `agentnode sandbox build`", what, err)
+	case err != nil:
+		return nil, reason.New(reason.SandboxUnavailable, "%s: read %s: %w", ImageMissing, what, err)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != hexDigest {
@@ -312,22 +311,18 @@ var errCorruptIndex = errors.New("not an image index")
 
 // readIndex reads index.json of the layout. A missing layout wraps
 // fs.ErrNotExist.
+//
+// It is a regular file of at most maxMetaBlob bytes (bounded.ReadFile): a
+// symlink, FIFO or device in its place is an error, never a hang.
 func readIndex(layoutDir string) (*v1.IndexManifest, error) {
-	f, err := os.Open(filepath.Join(layoutDir, "index.json"))
+	p := filepath.Join(layoutDir, "index.json")
+	data, err := bounded.ReadFile(p, maxMetaBlob)
 	if err != nil {
 		return nil, fmt.Errorf("read image index: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxMetaBlob+1))
-	if err != nil {
-		return nil, fmt.Errorf("read image index: %w", err)
-	}
-	if len(data) > maxMetaBlob {
-		return nil, fmt.Errorf("image index %s is larger than %d bytes", f.Name(), maxMetaBlob)
 	}
 	var idx v1.IndexManifest
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("image index %s: %w: %w", f.Name(), errCorruptIndex, err)
+		return nil, fmt.Errorf("image index %s: %w: %w", p, errCorruptIndex, err)
 	}
 	return &idx, nil
 }

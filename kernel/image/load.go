@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -169,7 +171,12 @@ func verifyBlobFile(layoutDir string, d v1.Hash) error {
 	if d.Algorithm != "sha256" {
 		return fmt.Errorf("layer %s: not a sha256 digest", d)
 	}
-	f, err := layout.Path(layoutDir).Blob(d)
+	// layout.Path.Blob would open a FIFO put in its place and wait for
+	// a writer: only a regular file is read.
+	f, err := bounded.Open(blobPath(layoutDir, d.Hex), os.O_RDONLY, 0)
+	if errors.Is(err, bounded.ErrNotRegular) {
+		return reason.New(reason.ImageDigestMismatch, "layer blob %s: %w: the image layout was modified", d, err)
+	}
 	if err != nil {
 		return fmt.Errorf("layer %s: %w", d, err)
 	}

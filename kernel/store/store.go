@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -598,21 +598,11 @@ func (s *Store) List() ([]*Package, error) {
 	return out, errors.Join(errs...)
 }
 
+// readMeta reads a package's metadata file: a regular file of at most 16
+// MiB (bounded.ReadFile: a symlink, FIFO or device in its place is an
+// error, never a hang).
 func readMeta(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	const max = 16 << 20
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
-	}
-	return data, nil
+	return bounded.ReadFile(name, 16<<20)
 }
 
 func writeMeta(name string, md *meta) error {

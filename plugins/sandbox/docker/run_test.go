@@ -473,3 +473,43 @@ func TestReapRun(t *testing.T) {
 		t.Fatal("a tcp:// engine was accepted")
 	}
 }
+
+// TestOOMKillReported: a shell that doubles a string until the container's
+// memory limit stops it is reported OOMKilled (the engine's
+// State.OOMKilled); the controls, a process killed by another SIGKILL (the
+// timeout) and one that exits by itself, are not.
+func TestOOMKillReported(t *testing.T) {
+	e := testEnv(t)
+	b := newTestBackend(t, e)
+	pack := packDir(t)
+
+	id := newRunID(t, e, "oom")
+	s := spec(e, pack, id, "sh", "-c", `a=x; while :; do a="$a$a"; done`)
+	s.Limits.MemoryBytes = 64 << 20
+	s.Timeout = time.Minute // a backstop only: the limit must end it
+	resp, _, stderr, err := run(t, b, s, "")
+	if err != nil {
+		t.Fatalf("memory bomb: Run: %v", err)
+	}
+	if !resp.OOMKilled || !resp.Killed || resp.ExitCode != 137 || resp.TimedOut || !resp.CleanupVerified {
+		t.Fatalf("memory bomb: response %+v, stderr %q", resp, stderr)
+	}
+	assertGone(t, e, id)
+
+	id = newRunID(t, e, "oomtimeout")
+	s = spec(e, pack, id, "sleep", "1000")
+	s.Limits.MemoryBytes = 64 << 20
+	s.Timeout = 300 * time.Millisecond
+	if resp, _, _, err = run(t, b, s, ""); err != nil || resp.OOMKilled || !resp.TimedOut || resp.ExitCode != 137 {
+		t.Fatalf("timeout: response %+v, %v", resp, err)
+	}
+	assertGone(t, e, id)
+
+	id = newRunID(t, e, "oomexit")
+	s = spec(e, pack, id, "sh", "-c", "exit 7")
+	s.Limits.MemoryBytes = 64 << 20
+	if resp, _, _, err = run(t, b, s, ""); err != nil || resp.OOMKilled || resp.Killed || resp.ExitCode != 7 {
+		t.Fatalf("plain exit: response %+v, %v", resp, err)
+	}
+	assertGone(t, e, id)
+}

@@ -33,6 +33,10 @@ type runParams struct {
 	cidfile      string
 	seccompFile  string
 	cgroupParent string
+	// memoryOnParent: the memory limits are set on cgroupParent (the run's
+	// own cgroup, see runcgroup.go), not passed to podman for the
+	// container's cgroup.
+	memoryOnParent bool
 	// backstop, if > 0, is conmon's own --timeout in seconds: the container
 	// is killed even if this plugin dies.
 	backstop uint64
@@ -125,7 +129,9 @@ func runArgs(s *specs.Spec, p runParams) ([]string, error) {
 		"--http-proxy=false",
 		"--no-healthcheck",
 		"--no-hosts",
-		"--cgroups", "enabled",
+		// The container gets a cgroup under the run's; conmon stays in
+		// this plugin's (runcgroup.go).
+		"--cgroups", "no-conmon",
 		"--cgroup-parent", p.cgroupParent,
 		"--workdir", proc.Cwd,
 	}
@@ -157,7 +163,7 @@ func runArgs(s *specs.Spec, p runParams) ([]string, error) {
 	// Read-only paths have no podman option; podman's defaults must cover
 	// the profile's (TestPodmanConfigMatchesProfile).
 
-	res, err := resourceArgs(lx.Resources)
+	res, err := resourceArgs(lx.Resources, p.memoryOnParent)
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +238,10 @@ func namespaceArgs(nss []specs.LinuxNamespace) ([]string, error) {
 	return a, nil
 }
 
-// resourceArgs maps memory (= memory+swap), pids and CFS quota.
-func resourceArgs(r *specs.LinuxResources) ([]string, error) {
+// resourceArgs maps memory (= memory+swap), pids and CFS quota. With
+// memoryOnParent the memory limits are checked but left out: the run's
+// cgroup carries them.
+func resourceArgs(r *specs.LinuxResources, memoryOnParent bool) ([]string, error) {
 	if r == nil || r.Memory == nil || r.Memory.Limit == nil || r.Memory.Swap == nil ||
 		r.Pids == nil || r.Pids.Limit == nil || *r.Pids.Limit <= 0 || r.CPU == nil || r.CPU.Quota == nil || r.CPU.Period == nil {
 		return nil, errors.New("profile: memory, memory+swap, pids and cpu limits are required")
@@ -254,13 +262,15 @@ func resourceArgs(r *specs.LinuxResources) ([]string, error) {
 			return nil, errors.New("profile: device cgroup allow rules cannot be mapped to podman")
 		}
 	}
-	return []string{
-		"--memory", strconv.FormatInt(*r.Memory.Limit, 10),
-		"--memory-swap", strconv.FormatInt(*r.Memory.Swap, 10),
+	a := []string{
 		"--pids-limit", strconv.FormatInt(*r.Pids.Limit, 10),
 		"--cpu-period", strconv.FormatUint(*r.CPU.Period, 10),
 		"--cpu-quota", strconv.FormatInt(*r.CPU.Quota, 10),
-	}, nil
+	}
+	if !memoryOnParent {
+		a = append(a, "--memory", strconv.FormatInt(*r.Memory.Limit, 10), "--memory-swap", strconv.FormatInt(*r.Memory.Swap, 10))
+	}
+	return a, nil
 }
 
 // podmanDefaultMounts are mounts podman makes itself with the profile's

@@ -79,7 +79,7 @@ func TestRunArgsMapsTheProfile(t *testing.T) {
 		"--ipc":           {"private"},
 		"--uts":           {"private"},
 		"--cgroupns":      {"private"},
-		"--cgroups":       {"enabled"},
+		"--cgroups":       {"no-conmon"},
 		"--cgroup-parent": {DefaultCgroupParent},
 		"--image-volume":  {"ignore"},
 		"--user":          {"1000:1000"},
@@ -126,6 +126,23 @@ func TestRunArgsMapsTheProfile(t *testing.T) {
 	}
 	if !slices.Contains(args, "--rm=true") || slices.Contains(args, "--rm=false") {
 		t.Errorf("autoRemove: %q", args)
+	}
+
+	// The memory limits on the run's cgroup: none for the container, the
+	// other limits as before.
+	p = testParams()
+	p.memoryOnParent = true
+	if args, err = runArgs(testSpec(t, nil), p); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(args, "--memory") || slices.Contains(args, "--memory-swap") || !slices.Contains(args, "--pids-limit") || !slices.Contains(args, "--cpu-quota") {
+		t.Errorf("memoryOnParent: %q", args)
+	}
+	// ... but still checked.
+	bad := testSpec(t, nil)
+	*bad.Linux.Resources.Memory.Swap = *bad.Linux.Resources.Memory.Limit - 1
+	if _, err := runArgs(bad, p); err == nil {
+		t.Error("memoryOnParent: memory+swap below memory was accepted")
 	}
 }
 

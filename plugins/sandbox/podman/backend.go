@@ -176,6 +176,8 @@ type runState struct {
 	done    chan error // cmd.Wait's result
 	log     hclog.Logger
 
+	// cg is the run's own cgroup, the container's cgroup parent.
+	cg *runCgroup
 	// autoRemove: podman run --rm removes the container, and libpod's
 	// database (e.state) tells its exit status and proves it gone.
 	autoRemove bool
@@ -225,9 +227,14 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	}
 	rs := &runState{e: e, req: req, name: namePrefix + id, nonce: randomHex(16), log: b.log.With("run_id", id), autoRemove: e.state != nil}
 	rs.cidfile = filepath.Join(e.stateDir, "cid-"+rs.nonce)
+	cgName, err := runCgroupName(b.owner, rs.nonce)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
+	}
 	p := runParams{
 		runID: id, nonce: rs.nonce, owner: b.owner, imageID: imageHex, cidfile: rs.cidfile,
-		seccompFile: e.seccompFile, cgroupParent: b.cgroupParent, autoRemove: rs.autoRemove,
+		seccompFile: e.seccompFile, cgroupParent: filepath.Join(b.cgroupParent, cgName), autoRemove: rs.autoRemove,
+		memoryOnParent: !e.cgroupV2,
 	}
 	if req.Timeout > 0 {
 		// conmon's own --timeout kills the container even when this
@@ -244,14 +251,22 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}
 
+	// The run's own cgroup, with the memory limits on cgroup v1 and the
+	// OOM accounting (runcgroup.go). runArgs checked the limits.
+	mem := s.Linux.Resources.Memory
+	if rs.cg, err = newRunCgroup(e, b.cgroupParent, cgName, *mem.Limit, *mem.Swap); err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
+	}
 	pipes, err := newStdio(req)
 	if err != nil {
+		_ = rs.cg.remove()
 		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}
 	rs.cmd = e.command(args...)
 	pipes.attach(rs.cmd)
 	if err := rs.cmd.Start(); err != nil {
 		pipes.Abort()
+		_ = rs.cg.remove()
 		return nil, fmt.Errorf("podman: starting run %s: %w", id, err)
 	}
 	pipes.Start()
@@ -372,6 +387,13 @@ func (b *backend) wait(ctx context.Context, rs *runState, pipes *stdio) (*sandbo
 	}
 	if resp.TimedOut {
 		resp.Killed = true
+	}
+	// The run's cgroup saw the OOM killer at work (runcgroup.go): that is
+	// how a run killed for memory is told from any other SIGKILL.
+	if n, err := rs.cg.oomEvents(); err != nil {
+		rs.log.Warn("reading the run cgroup's OOM events", "error", err)
+	} else if n > 0 {
+		resp.OOMKilled = true
 	}
 	return resp, cid, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,7 +316,7 @@ func TestRunRefusesBadRequests(t *testing.T) {
 func TestContainerFilterRefusesNamespaces(t *testing.T) {
 	b, fx := setup(t)
 	id := newID(t, "unshare")
-	cfg, resp, err := configWhileRunning(t, b, spec(fx, id, "sh", "-c", "cat >/dev/null"))
+	cfg, _, resp, err := configWhileRunning(t, b, spec(fx, id, "sh", "-c", "cat >/dev/null"))
 	if err != nil || resp.ExitCode != 0 {
 		t.Fatalf("Run = %+v, %v", resp, err)
 	}
@@ -341,9 +342,10 @@ func TestContainerFilterRefusesNamespaces(t *testing.T) {
 
 // configWhileRunning runs s, whose tool must wait for the end of its
 // stdin, and returns the OCI config podman generated for its container
-// (what it hands runc), read while the container runs: a run removes its
-// container when it ends.
-func configWhileRunning(tb testing.TB, b *backend, s sandbox.Spec) ([]byte, *sandbox.RunResponse, error) {
+// (what it hands runc) and the memory limits of the container's parent
+// cgroup (the run's own; "" where unreadable), read while the container
+// runs: a run removes its container and cgroups when it ends.
+func configWhileRunning(tb testing.TB, b *backend, s sandbox.Spec) ([]byte, runCgroupLimits, *sandbox.RunResponse, error) {
 	tb.Helper()
 	stdin, hold := io.Pipe()
 	type result struct {
@@ -367,12 +369,30 @@ func configWhileRunning(tb testing.TB, b *backend, s sandbox.Spec) ([]byte, *san
 			cfg = readRuntimeConfig(b, cid)
 		}
 	}
+	var lim runCgroupLimits
+	if cfg != nil {
+		var c specs.Spec
+		if err := json.Unmarshal(cfg, &c); err == nil && c.Linux != nil {
+			dir := filepath.Join(b.eng.memMount, filepath.Dir(c.Linux.CgroupsPath))
+			lim.dir = dir
+			lim.memory = readTrimmed(filepath.Join(dir, "memory.limit_in_bytes"))
+			lim.memSwap = readTrimmed(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
+		}
+	}
 	hold.Close() // the tool reads EOF and exits
 	r := <-done
 	if cfg == nil {
 		tb.Fatalf("no config.json for run %s", s.RunID)
 	}
-	return cfg, r.resp, r.err
+	return cfg, lim, r.resp, r.err
+}
+
+// runCgroupLimits are the cgroup v1 memory limits of a run's cgroup.
+type runCgroupLimits struct{ dir, memory, memSwap string }
+
+func readTrimmed(p string) string {
+	b, _ := os.ReadFile(p)
+	return strings.TrimSpace(string(b))
 }
 
 // readRuntimeConfig returns the OCI config podman generated for container
@@ -401,7 +421,7 @@ func TestPodmanConfigMatchesProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, resp, err := configWhileRunning(t, b, run)
+	raw, lim, resp, err := configWhileRunning(t, b, run)
 	if err != nil || resp.ExitCode != 0 || !resp.CleanupVerified {
 		t.Fatalf("Run = %+v, %v", resp, err)
 	}
@@ -472,13 +492,29 @@ func TestPodmanConfigMatchesProfile(t *testing.T) {
 		}
 	}
 	r, wr := lx.Resources, wl.Resources
-	if r == nil || r.Memory == nil || r.Pids == nil || r.CPU == nil {
+	if r == nil || r.Pids == nil || r.CPU == nil {
 		t.Fatalf("resources %+v", r)
 	}
-	if *r.Memory.Limit != *wr.Memory.Limit || *r.Memory.Swap != *wr.Memory.Swap || *r.Pids.Limit != *wr.Pids.Limit ||
-		*r.CPU.Quota != *wr.CPU.Quota || *r.CPU.Period != *wr.CPU.Period {
-		t.Errorf("resources: memory %d/%d pids %d cpu %d/%d, want %d/%d %d %d/%d", *r.Memory.Limit, *r.Memory.Swap, *r.Pids.Limit,
-			*r.CPU.Quota, *r.CPU.Period, *wr.Memory.Limit, *wr.Memory.Swap, *wr.Pids.Limit, *wr.CPU.Quota, *wr.CPU.Period)
+	if *r.Pids.Limit != *wr.Pids.Limit || *r.CPU.Quota != *wr.CPU.Quota || *r.CPU.Period != *wr.CPU.Period {
+		t.Errorf("resources: pids %d cpu %d/%d, want %d %d/%d", *r.Pids.Limit,
+			*r.CPU.Quota, *r.CPU.Period, *wr.Pids.Limit, *wr.CPU.Quota, *wr.CPU.Period)
+	}
+	if b.eng.cgroupV2 {
+		if r.Memory == nil || r.Memory.Limit == nil || r.Memory.Swap == nil || *r.Memory.Limit != *wr.Memory.Limit || *r.Memory.Swap != *wr.Memory.Swap {
+			t.Errorf("resources: memory %+v, want %d/%d", r.Memory, *wr.Memory.Limit, *wr.Memory.Swap)
+		}
+	} else {
+		// cgroup v1: the run's cgroup, the container's parent, carries
+		// the memory limits (runcgroup.go), the container none of its own.
+		if want := strconv.FormatInt(*wr.Memory.Limit, 10); lim.memory != want || lim.memSwap != strconv.FormatInt(*wr.Memory.Swap, 10) {
+			t.Errorf("run cgroup %s: memory %q, memory+swap %q, want %d/%d", lim.dir, lim.memory, lim.memSwap, *wr.Memory.Limit, *wr.Memory.Swap)
+		}
+		if !strings.HasPrefix(filepath.Base(lim.dir), "run-") || filepath.Dir(lim.dir) != filepath.Join(b.eng.memMount, b.cgroupParent) {
+			t.Errorf("the container's parent cgroup %s is not a run cgroup under %s", lim.dir, b.cgroupParent)
+		}
+		if r.Memory != nil && r.Memory.Limit != nil && *r.Memory.Limit > 0 && *r.Memory.Limit < math.MaxInt64/2 {
+			t.Errorf("the container has a memory limit of its own (%d): it would be hit before the run cgroup's", *r.Memory.Limit)
+		}
 	}
 	if len(r.Devices) == 0 || r.Devices[0].Allow || r.Devices[0].Access != "rwm" {
 		t.Errorf("device cgroup does not start with deny-all: %+v", r.Devices)

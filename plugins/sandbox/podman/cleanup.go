@@ -31,7 +31,30 @@ const verifyTries = 4
 // nothing else of it, verifyGoneDirect proves the removal without another
 // podman call. Otherwise, or when that proof fails, the container is
 // removed with podman rm and the removal proven with podman ps.
+//
+// Then the run's own cgroup (runcgroup.go), empty once the container's is
+// gone, is removed in every hierarchy and proven gone; while the
+// container's removal is unproven, only what of it is empty is removed.
 func (b *backend) removeAndVerify(rs *runState, cid string) error {
+	err := b.removeContainerAndVerify(rs, cid)
+	if rs.cg == nil {
+		return err
+	}
+	if err != nil {
+		// The container may still be in it: rmdir removes only empty
+		// cgroups, and what is left waits for the sweep of a later
+		// plugin process (removeStaleRunCgroups).
+		_ = rs.cg.remove()
+		return err
+	}
+	if err := rs.cg.remove(); err != nil {
+		return fmt.Errorf("podman: cleanup of run %s unverified: %w", rs.req.RunID, err)
+	}
+	return nil
+}
+
+// removeContainerAndVerify is removeAndVerify for the container.
+func (b *backend) removeContainerAndVerify(rs *runState, cid string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	defer os.Remove(rs.cidfile)
@@ -143,7 +166,7 @@ func (b *backend) verifyGone(ctx context.Context, rs *runState, ids []string) er
 			left = append(left, fmt.Sprintf("a container with this run's nonce (%s)", c.ID))
 		}
 	}
-	host, err := b.hostLeftovers(rs.e, ids)
+	host, err := b.hostLeftovers(rs, ids)
 	if err != nil {
 		return err
 	}
@@ -173,7 +196,7 @@ func (b *backend) verifyGoneDirect(rs *runState, cid string, snap *dbSnapshot) e
 	if err != nil {
 		return err
 	}
-	host, err := b.hostLeftovers(rs.e, []string{cid})
+	host, err := b.hostLeftovers(rs, []string{cid})
 	if err != nil {
 		return err
 	}
@@ -184,12 +207,17 @@ func (b *backend) verifyGoneDirect(rs *runState, cid string, snap *dbSnapshot) e
 }
 
 // hostLeftovers lists what of containers ids is left outside podman's
-// lists: a cgroup directory <parent>/libpod-<id> in any mounted hierarchy
+// lists: a cgroup directory <run cgroup>/libpod-<id> in any mounted hierarchy
 // (each v1 controller, named hierarchies, the unified one: a cgroup that
 // still had a task could not have been removed), a mount in this process's
 // (the host's) table naming an ID, or a storage directory of the container
 // in podman's graph and run roots.
-func (b *backend) hostLeftovers(e *engine, ids []string) ([]string, error) {
+func (b *backend) hostLeftovers(rs *runState, ids []string) ([]string, error) {
+	e := rs.e
+	parent := b.cgroupParent
+	if rs.cg != nil {
+		parent = rs.cg.path
+	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -207,7 +235,7 @@ func (b *backend) hostLeftovers(e *engine, ids []string) ([]string, error) {
 	var left []string
 	for _, id := range ids {
 		for _, m := range cgs {
-			if err := absent(filepath.Join(m.point, b.cgroupParent, "libpod-"+id)); err != nil {
+			if err := absent(filepath.Join(m.point, parent, "libpod-"+id)); err != nil {
 				left = append(left, "cgroup "+err.Error())
 			}
 		}
@@ -259,6 +287,9 @@ func (b *backend) reapOrphans(ctx context.Context) (int, error) {
 		live = append(live, c.ID)
 	}
 	removeStaleCIDFiles(e.stateDir, live)
+	// The run cgroups of dead plugin processes, once the loop below has
+	// removed the orphaned containers in them.
+	defer removeStaleRunCgroups(b.cgroupParent)
 	for _, c := range list {
 		owner := c.Labels[ownerLabel]
 		if owner == "" || alive(owner) {

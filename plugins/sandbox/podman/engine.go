@@ -66,6 +66,7 @@ type engine struct {
 	podmanVer    string
 	runcVer      string
 	cgroupV2     bool
+	memMount     string // where the memory controller's hierarchy is mounted (v2: the unified one)
 	graphRoot    string
 	runRoot      string
 	graphDriver  string
@@ -243,6 +244,11 @@ func (b *backend) probe(ctx context.Context) (*engine, error) {
 		return nil, unavailable(sandbox.ReasonIncompatible, "%s", detail)
 	}
 	e.cgroupV2 = v2
+	mm, err := memoryMount(v2)
+	if err != nil {
+		return nil, unavailable(sandbox.ReasonIncompatible, "%v", err)
+	}
+	e.memMount = mm
 	if err := b.writeFiles(e); err != nil {
 		return nil, err
 	}
@@ -481,6 +487,24 @@ func cgroupProblem() (v2 bool, problem string) {
 		return false, "cgroup v1 memory controller without swap accounting (memory.memsw.*): memory+swap cannot be capped"
 	}
 	return false, ""
+}
+
+// memoryMount returns where the memory controller's hierarchy is mounted
+// at its root: /sys/fs/cgroup on a cgroup v2 host.
+func memoryMount(v2 bool) (string, error) {
+	if v2 {
+		return "/sys/fs/cgroup", nil
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return "", err
+	}
+	for _, m := range mounts {
+		if contains(m.controllers, "memory") {
+			return m.point, nil
+		}
+	}
+	return "", errors.New("cgroup v1 controller \"memory\" is not mounted")
 }
 
 // v2SwapAccounting looks for memory.swap.max in this process's cgroup or

@@ -207,11 +207,11 @@ func forceCleanup(id string) {
 }
 
 // assertGone checks, independently of the backend, that nothing of run id
-// remains: no container by name or label, and no container cgroup under
-// b's cgroup parent (this process's own, where tests run one container at
-// a time). With b nil (a plugin binary, which runs in the shared default
-// parent where other processes' containers may be) the cgroups are not
-// looked at.
+// remains: no container by name or label, and no container or run cgroup
+// under b's cgroup parent (this process's own, where tests run one
+// container at a time). With b nil (a plugin binary, which runs in the
+// shared default parent where other processes' containers may be) the
+// cgroups are not looked at.
 func assertGone(tb testing.TB, b *backend, id string) {
 	tb.Helper()
 	if _, err := podmanCLI("container", "exists", namePrefix+id); err == nil {
@@ -229,11 +229,13 @@ func assertGone(tb testing.TB, b *backend, id string) {
 	}
 	var left []string
 	for _, pat := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/*"} {
-		m, _ := filepath.Glob(filepath.Join(pat, b.cgroupParent, "libpod-*"))
-		left = append(left, m...)
+		for _, g := range []string{"libpod-*", "run-*"} {
+			m, _ := filepath.Glob(filepath.Join(pat, b.cgroupParent, g))
+			left = append(left, m...)
+		}
 	}
 	if len(left) > 0 {
-		tb.Errorf("container cgroups left under %s: %v", b.cgroupParent, left)
+		tb.Errorf("container or run cgroups left under %s: %v", b.cgroupParent, left)
 	}
 }
 

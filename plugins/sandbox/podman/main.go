@@ -15,7 +15,11 @@
 // directly; see state.go), no cgroup directory of it in any hierarchy, no
 // mount and no storage directory that names it. The tool's exit status is
 // the one libpod recorded for the container, which tells it apart from
-// podman's own failures (125-127). Whatever is not proven that way (podman
+// podman's own failures (125-127). Each run's container gets a cgroup
+// parent of its own, which carries the memory limits on cgroup v1 and
+// tells an OOM kill from any other SIGKILL after --rm removed the
+// container (runcgroup.go); it is removed, and proven gone, with the
+// container. Whatever is not proven that way (podman
 // killed, a leftover, a database this plugin cannot read) is removed with
 // `podman rm -f -t 0` and proven with `podman ps`; where podman's state
 // cannot be read at all, runs keep their container (--rm=false) for

@@ -3,7 +3,8 @@
 // (default 4096), far past any sandbox memory limit, hoping to take the
 // host's memory or, once killed, to be reported as something other than
 // killed for memory. When it gets all it asked for it answers ok (the
-// script's control, under the limit).
+// script's control, under the limit), or with "hold" keeps what it has
+// until it is killed (the timeout control).
 package main
 
 import (
@@ -11,12 +12,14 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 )
 
 func main() {
 	var req struct {
 		Input struct {
-			MiB int `json:"mib"`
+			MiB  int  `json:"mib"`
+			Hold bool `json:"hold"`
 		} `json:"input"`
 	}
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
@@ -42,6 +45,11 @@ func main() {
 		}
 		keep = append(keep, b)
 		total += chunk
+	}
+	if req.Input.Hold {
+		for { // until the timeout kills it
+			time.Sleep(time.Hour)
+		}
 	}
 	fmt.Printf("{\"ok\":true,\"result\":\"touched %d MiB in %d chunks\"}\n", total>>20, len(keep))
 }
