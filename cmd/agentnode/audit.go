@@ -23,8 +23,9 @@ func auditDir() (string, error) {
 	return home.AuditDir(dir), nil
 }
 
-// auditAnchor is the home's audit anchor; verify reads the seal key from
-// the keychain but never creates one (key nil: audit.SealKey).
+// auditAnchor is the home's audit anchor, its Key replaced by key unless
+// nil (audit.SealKey: the cached key, else the keychain's, created if there
+// is none, as reanchor wants).
 func auditAnchor(key func(keyID string) ([]byte, error)) (*audit.Anchor, error) {
 	dir, err := home.Dir()
 	if err != nil {
