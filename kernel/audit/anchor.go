@@ -279,6 +279,11 @@ func loadAnchor(f *os.File, path string) (*anchorState, error) {
 		return nil, err
 	}
 	if fi.Mode&unix.S_IFMT != unix.S_IFREG || fi.Size != anchorFileSize {
+		head := make([]byte, 16)
+		n, _ := f.ReadAt(head, 0)
+		if bytes.HasPrefix(head[:n], []byte(`{"version":1,`)) {
+			return nil, fmt.Errorf("anchor %s is in the earlier one-object format (version 1), which is no longer read: check the log with `agentnode audit verify`, then anchor it anew with `agentnode audit reanchor`", path)
+		}
 		return nil, fmt.Errorf("anchor %s is not an anchor file (a regular file of %d bytes)", path, anchorFileSize)
 	}
 	buf := make([]byte, anchorFileSize)

@@ -210,6 +210,13 @@ func TestAnchorDetectsTampering(t *testing.T) {
 			chainOK: true, problem: ProblemAnchorInvalid, seq: 11, detail: "not an anchor file",
 		},
 		{
+			name: "an anchor of the earlier format",
+			tamper: func(t *testing.T, _ string, a *Anchor, _ [][]byte) {
+				writeAnchorT(t, a.Path, []byte(`{"version":1,"dir":"/x","head":{"seq":0,"hash":"`+Genesis+`"},"seal":null}`+"\n"))
+			},
+			chainOK: true, problem: ProblemAnchorInvalid, seq: 11, detail: "earlier one-object format",
+		},
+		{
 			name: "tear both slots",
 			tamper: func(t *testing.T, _ string, a *Anchor, _ [][]byte) {
 				tearSlot(t, a.Path, 0)
