@@ -24,9 +24,10 @@ func auditDir() (string, error) {
 	return home.AuditDir(dir), nil
 }
 
-// auditAnchor is the home's audit anchor; verify reads the seal key but
-// never creates one (key nil: lock.LoadKey).
-func auditAnchor(key func() ([]byte, error)) (*audit.Anchor, error) {
+// auditAnchor is the home's audit anchor, its Key replaced by key unless
+// nil (audit.SealKey: the cached key, else the keychain's, created if there
+// is none, as reanchor wants).
+func auditAnchor(key func(keyID string) ([]byte, error)) (*audit.Anchor, error) {
 	dir, err := home.Dir()
 	if err != nil {
 		return nil, reason.New(reason.AuditUnavailable, "locate the audit anchor: %w", err)
@@ -149,7 +150,10 @@ See specs/audit.md.`,
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			a, err := auditAnchor(lock.LoadKey)
+			// The keychain itself, not the kernel keyring's cache: verify
+			// says what the keychain's key makes of the anchor (and
+			// refreshes the cache).
+			a, err := auditAnchor(func(string) ([]byte, error) { return lock.LoadKey() })
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -247,6 +251,9 @@ func printVerifyReport(w io.Writer, rep *audit.Report) {
 		}
 		if s.Pending {
 			fmt.Fprintf(w, "; the last record was being written when an append stopped, and is the one it had sealed as pending")
+		}
+		if s.Torn {
+			fmt.Fprintf(w, "; one of its two slots is torn (a crash while writing it), the other one held")
 		}
 		fmt.Fprintf(w, "; witness: %s\n", s.Witness)
 	}

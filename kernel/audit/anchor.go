@@ -2,15 +2,17 @@ package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/lock"
@@ -22,21 +24,32 @@ import (
 // that cutting off, rewriting or extending the log, or emptying or deleting
 // it, no longer goes unseen (specs/audit.md, "The anchor").
 //
+// The file has two fixed-size slots, each a complete sealed anchor with a
+// generation number and a checksum, rewritten in place in turn (pwrite and
+// one fdatasync, no temporary file, rename or directory sync): the newest
+// intact slot is the anchor, and a slot torn by a crash in the middle of
+// its write fails its checksum while the other still holds the state
+// before it.
+//
 // Append writes the anchor twice around each record: before the record, an
 // intent naming the record about to be written (pending: its seq and
 // hash); after the record is durable, the commit naming it as the head.
 // After a crash between the two, the log may end at the head or at the
 // pending record, and nothing else: no slack is left for an attacker once
-// an append has finished.
+// an append has finished. A torn slot leaves even less: the slot before it
+// says exactly where the log ends (anchorState.expect).
 
 // Anchor says where the head of a log is sealed and with which key.
 type Anchor struct {
 	// Path is the anchor file (home.AuditAnchorPath).
 	Path string
-	// Key returns the seal key. An error wrapping keychain.ErrUnavailable
-	// means there is no OS keychain: the anchor is then written unsealed,
-	// unless it was sealed before. Any other error refuses the append.
-	Key func() ([]byte, error)
+	// Key returns the seal key for an anchor sealed under keyID, or, with
+	// keyID "", the key to seal with. It may return a key with another
+	// key_id (the seal check then says so). An error wrapping
+	// keychain.ErrUnavailable means there is no OS keychain: the anchor is
+	// then written unsealed, unless it was sealed before. Any other error
+	// refuses the append.
+	Key func(keyID string) ([]byte, error)
 	// Witness is the OS keychain service of the log's witness (the newest
 	// head seen by agentnode, set when the log is first sealed and by each
 	// verify that passes, to notice a deleted anchor or a rollback of log
@@ -48,38 +61,25 @@ const (
 	// WitnessService is the keychain service of audit witnesses; the user
 	// is the log's directory.
 	WitnessService = "agentnode-audit-witness"
-	anchorVersion  = 1
-	anchorLabel    = "agentnode audit anchor v1\n" // the MAC input starts with it
-	maxAnchorBytes = 4096
+	anchorVersion  = 2
+	anchorLabel    = "agentnode audit anchor v2\n" // the MAC input starts with it
+	// anchorSlotSize is the size of one slot (one page: a slot is written
+	// with a single pwrite of one aligned page); the file is two slots.
+	anchorSlotSize = 4096
+	anchorFileSize = 2 * anchorSlotSize
 )
 
 // HomeAnchor is the anchor of a home's audit log: the file path, the
-// lockfile seal key (created in the keychain if there is none, read once
-// per process) and the witness in the keychain.
+// lockfile seal key (SealKey) and the witness in the keychain.
 func HomeAnchor(path string) *Anchor {
 	return &Anchor{Path: path, Key: SealKey, Witness: WitnessService}
 }
 
-var keyCache struct {
-	mu  sync.Mutex
-	key []byte
-}
-
-// SealKey is lock.LoadOrCreateKey read once per process: the key stays in
-// memory and is never written anywhere but the keychain. Failures are not
-// cached.
-func SealKey() ([]byte, error) {
-	keyCache.mu.Lock()
-	defer keyCache.mu.Unlock()
-	if keyCache.key == nil {
-		k, err := lock.LoadOrCreateKey()
-		if err != nil {
-			return nil, err
-		}
-		keyCache.key = k
-	}
-	return bytes.Clone(keyCache.key), nil
-}
+// SealKey is the key an append seals with: lock.LoadOrCreateKeyFor, from the
+// kernel keyring's cache when keyID (the anchor's) is cached there, else
+// from the OS keychain (creating the key there if there is none). The key
+// is kept in memory only, never written to a file.
+func SealKey(keyID string) ([]byte, error) { return lock.LoadOrCreateKeyFor(keyID) }
 
 // head is a position in the chain: a record's seq and hash (0 and Genesis
 // before the first record).
@@ -88,8 +88,9 @@ type head struct {
 	Hash string `json:"hash"`
 }
 
-// anchorBody is what the seal covers.
+// anchorBody is what the seal covers: one slot's content.
 type anchorBody struct {
+	Gen     uint64 `json:"gen"` // +1 per slot write; the newest intact slot is the anchor
 	Version int    `json:"version"`
 	Dir     string `json:"dir"` // the log's directory (canonical): the anchor is bound to it
 	Head    head   `json:"head"`
@@ -102,7 +103,8 @@ type anchorSeal struct {
 	MAC       string `json:"mac"`
 }
 
-type anchorFile struct {
+// anchorSlot is one slot as written, without its checksum.
+type anchorSlot struct {
 	anchorBody
 	Seal *anchorSeal `json:"seal"` // null: unsealed (written without a keychain)
 }
@@ -112,73 +114,250 @@ func (b *anchorBody) macInput() []byte {
 	return append([]byte(anchorLabel), data...)
 }
 
-func (b *anchorBody) encode(key []byte) []byte {
-	f := anchorFile{anchorBody: *b}
+// sumMember is the checksum member that ends every slot's JSON object.
+const (
+	sumMember = `,"sum":"`
+	sumTail   = len(sumMember) + 64 + len(`"}`)
+)
+
+// encodeSlot is b as a slot: the JSON object of b and its seal (null
+// without a key), its "sum" member (hex SHA-256 of that object's text
+// without the sum member) last, padded with spaces to anchorSlotSize
+// bytes, the last a newline.
+func (b *anchorBody) encodeSlot(key []byte) ([]byte, error) {
+	s := anchorSlot{anchorBody: *b}
 	if key != nil {
-		f.Seal = &anchorSeal{Algorithm: lock.AlgorithmSeal, KeyID: lock.KeyID(key), MAC: lock.MAC(key, b.macInput())}
+		s.Seal = &anchorSeal{Algorithm: lock.AlgorithmSeal, KeyID: lock.KeyID(key), MAC: lock.MAC(key, b.macInput())}
 	}
-	data, _ := json.Marshal(&f)
-	return append(data, '\n')
+	text, _ := json.Marshal(&s)
+	sum := sha256.Sum256(text)
+	out := make([]byte, 0, anchorSlotSize)
+	out = append(out, text[:len(text)-1]...)
+	out = append(out, sumMember...)
+	out = hex.AppendEncode(out, sum[:])
+	out = append(out, `"}`...)
+	if len(out) > anchorSlotSize-1 {
+		return nil, fmt.Errorf("the audit directory's path (%d bytes) is too long for an anchor slot of %d bytes", len(b.Dir), anchorSlotSize)
+	}
+	for len(out) < anchorSlotSize-1 {
+		out = append(out, ' ')
+	}
+	return append(out, '\n'), nil
 }
 
-// errNoAnchor: the anchor file does not exist.
-var errNoAnchor = errors.New("no anchor")
-
-// readAnchor reads and checks the form of the anchor file, not its seal.
-func readAnchor(path string) (*anchorFile, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errNoAnchor
+// decodeSlot reads one slot: nil and no error if it is not intact (its
+// checksum does not match: torn by a crash, or overwritten), an error if
+// it is intact but not a valid anchor.
+func decodeSlot(raw []byte) (*anchorSlot, error) {
+	text := bytes.TrimRight(raw, " \n")
+	n := len(text)
+	if n < sumTail+2 || !bytes.Equal(text[n-sumTail:n-sumTail+len(sumMember)], []byte(sumMember)) || !bytes.HasSuffix(text, []byte(`"}`)) {
+		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	want, err := hex.DecodeString(string(text[n-sumTail+len(sumMember) : n-2]))
+	body := append(bytes.Clone(text[:n-sumTail]), '}')
+	if sum := sha256.Sum256(body); err != nil || !bytes.Equal(sum[:], want) {
+		return nil, nil
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxAnchorBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxAnchorBytes {
-		return nil, fmt.Errorf("anchor %s is larger than %d bytes", path, maxAnchorBytes)
-	}
-	var a anchorFile
-	dec := json.NewDecoder(bytes.NewReader(data))
+	var s anchorSlot
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return nil, fmt.Errorf("anchor %s is not an anchor: %w", path, err)
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("a slot is not an anchor: %w", err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("anchor %s has data after the anchor", path)
+		return nil, errors.New("a slot has data after the anchor")
 	}
-	ok := a.Version == anchorVersion && a.Dir != "" && validHead(a.Head) && (a.Pending == nil || validHead(*a.Pending) && a.Pending.Seq == a.Head.Seq+1)
-	if s := a.Seal; s != nil {
-		ok = ok && s.Algorithm == lock.AlgorithmSeal && len(s.MAC) == 64 && isHex([]byte(s.MAC), false) && s.KeyID != ""
+	ok := s.Version == anchorVersion && s.Gen > 0 && s.Dir != "" && validHead(s.Head) &&
+		(s.Pending == nil || validHead(*s.Pending) && s.Pending.Seq == s.Head.Seq+1)
+	if se := s.Seal; se != nil {
+		ok = ok && se.Algorithm == lock.AlgorithmSeal && len(se.MAC) == 64 && isHex([]byte(se.MAC), false) && se.KeyID != ""
 	}
 	if !ok {
-		return nil, fmt.Errorf("anchor %s is malformed (version, dir, head, pending or seal)", path)
+		return nil, errors.New("a slot is malformed (gen, version, dir, head, pending or seal)")
 	}
-	return &a, nil
+	return &s, nil
 }
 
 func validHead(h head) bool {
 	return len(h.Hash) == 64 && isHex([]byte(h.Hash), false) && (h.Seq > 0 || h.Hash == Genesis)
 }
 
-// checkSeal checks a's seal under key: "" if it holds, else why not.
-func (a *anchorFile) checkSeal(key []byte) string {
-	if id := lock.KeyID(key); a.Seal.KeyID != id {
-		return fmt.Sprintf("the anchor was sealed with another key (key_id %s), not this machine's (key_id %s)", a.Seal.KeyID, id)
-	}
-	if !lock.MACEqual(a.Seal.MAC, lock.MAC(key, a.macInput())) {
-		return "the anchor's seal does not match its content: it was changed after it was sealed"
+// anchorState is the anchor file as read: its two slots.
+type anchorState struct {
+	slots [2]*anchorSlot // nil: not intact
+	cur   int            // the newest intact slot
+}
+
+func (s *anchorState) newest() *anchorSlot { return s.slots[s.cur] }
+
+// torn reports whether one slot is not intact.
+func (s *anchorState) torn() bool { return s.slots[0] == nil || s.slots[1] == nil }
+
+func (s *anchorState) sealed() bool { return s.newest().Seal != nil }
+
+func (s *anchorState) keyID() string {
+	if s.sealed() {
+		return s.newest().Seal.KeyID
 	}
 	return ""
 }
 
-// matches reports whether the log ending at h is what a allows: its head,
-// or the record its unfinished append was writing.
-func (a *anchorBody) matches(h head) bool {
-	return h == a.Head || (a.Pending != nil && h == *a.Pending)
+// expect is where the log must end: at head, or (after a crash between an
+// intent and its commit) at pending. With one slot not intact, its write
+// was the one after the newest intact slot's, and began only when that
+// slot's state was complete: after an intent, the record it names was
+// durable (the write torn was its commit); after a commit, the next record
+// was not yet written (the write torn was the next intent). So the log
+// must end exactly at the intent's pending record or at the commit's head.
+// An attacker who makes a slot fail its checksum gains nothing by it.
+func (s *anchorState) expect() (h head, pending *head) {
+	n := s.newest()
+	switch {
+	case !s.torn():
+		return n.Head, n.Pending
+	case n.Pending != nil:
+		return *n.Pending, nil
+	}
+	return n.Head, nil
+}
+
+// matches reports whether the log ending at h is what the anchor allows.
+func (s *anchorState) matches(h head) bool {
+	e, p := s.expect()
+	return h == e || p != nil && h == *p
+}
+
+// checkSeal checks the seal of every intact slot under key: "" if they
+// hold, else why not.
+func (s *anchorState) checkSeal(key []byte) string {
+	id := lock.KeyID(key)
+	for _, sl := range s.slots {
+		if sl == nil {
+			continue
+		}
+		if sl.Seal.KeyID != id {
+			return fmt.Sprintf("the anchor was sealed with another key (key_id %s), not this machine's (key_id %s)", sl.Seal.KeyID, id)
+		}
+		if !lock.MACEqual(sl.Seal.MAC, lock.MAC(key, sl.macInput())) {
+			return "the anchor's seal does not match its content: it was changed after it was sealed"
+		}
+	}
+	return ""
+}
+
+// errNoAnchor: the anchor file does not exist.
+var errNoAnchor = errors.New("no anchor")
+
+// openAnchor opens the anchor file (read-write for an append) and reads
+// it: errNoAnchor if it does not exist; an error if it is not a regular
+// file of two slots, neither slot is intact, or the intact slots disagree
+// (generation, directory, sealed or not). The seal is not checked here.
+func openAnchor(path string, write bool) (*os.File, *anchorState, error) {
+	flags := os.O_RDONLY
+	if write {
+		flags = os.O_RDWR
+	}
+	f, err := os.OpenFile(path, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, errNoAnchor
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := loadAnchor(f, path)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
+}
+
+func loadAnchor(f *os.File, path string) (*anchorState, error) {
+	var fi unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &fi); err != nil {
+		return nil, err
+	}
+	if fi.Mode&unix.S_IFMT != unix.S_IFREG || fi.Size != anchorFileSize {
+		head := make([]byte, 16)
+		n, _ := f.ReadAt(head, 0)
+		if bytes.HasPrefix(head[:n], []byte(`{"version":1,`)) {
+			return nil, fmt.Errorf("anchor %s is in the earlier one-object format (version 1), which is no longer read: check the log with `agentnode audit verify`, then anchor it anew with `agentnode audit reanchor`", path)
+		}
+		return nil, fmt.Errorf("anchor %s is not an anchor file (a regular file of %d bytes)", path, anchorFileSize)
+	}
+	buf := make([]byte, anchorFileSize)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		return nil, err
+	}
+	var st anchorState
+	for i := range st.slots {
+		sl, err := decodeSlot(buf[i*anchorSlotSize : (i+1)*anchorSlotSize])
+		if err != nil {
+			return nil, fmt.Errorf("anchor %s: slot %d: %w", path, i, err)
+		}
+		st.slots[i] = sl
+	}
+	a, b := st.slots[0], st.slots[1]
+	switch {
+	case a == nil && b == nil:
+		return nil, fmt.Errorf("anchor %s: neither of its two slots is intact", path)
+	case a == nil:
+		st.cur = 1
+	case b == nil:
+		st.cur = 0
+	case a.Gen == b.Gen || a.Dir != b.Dir || (a.Seal == nil) != (b.Seal == nil):
+		return nil, fmt.Errorf("anchor %s: its two slots disagree (same generation, another directory, or one sealed and the other not)", path)
+	case b.Gen > a.Gen:
+		st.cur = 1
+	}
+	return &st, nil
+}
+
+// readAnchor reads the anchor file; see openAnchor.
+func readAnchor(path string) (*anchorState, error) {
+	f, st, err := openAnchor(path, false)
+	if err != nil {
+		return nil, err
+	}
+	_ = f.Close()
+	return st, nil
+}
+
+// writeAnchorFile creates (or replaces) the anchor file at once with the
+// two slots, each sealed under key (nil: unsealed): a temporary file,
+// fsync, rename, fsync of the directory. It is how an anchor is created,
+// sealed for the first time, and re-anchored; appends write one slot in
+// place (writeSlot).
+func writeAnchorFile(path string, key []byte, s0, s1 *anchorBody) error {
+	d0, err := s0.encodeSlot(key)
+	if err != nil {
+		return err
+	}
+	d1, err := s1.encodeSlot(key)
+	if err != nil {
+		return err
+	}
+	return lock.WriteFileAtomic(path, append(d0, d1...), 0o600)
+}
+
+// beforeSlotWrite is a no-op; the crash tests replace it, in a child
+// process, to tear a slot's write (write part of it, then die). what is
+// "intent", "commit" or "repair".
+var beforeSlotWrite = func(what string, f *os.File, off int64, slot []byte) {}
+
+// writeSlot writes b into slot i of f in place and makes it durable.
+func writeSlot(what string, f *os.File, i int, b *anchorBody, key []byte) error {
+	data, err := b.encodeSlot(key)
+	if err != nil {
+		return err
+	}
+	off := int64(i) * anchorSlotSize
+	beforeSlotWrite(what, f, off, data)
+	if _, err := f.WriteAt(data, off); err != nil {
+		return err
+	}
+	return fdatasync(f)
 }
 
 // canonicalDir is the absolute path of dir with symlinks resolved as far as
@@ -234,49 +413,73 @@ var crashPoint = func(string) {}
 
 // anchorWrite carries what an append's intent decided to its commit.
 type anchorWrite struct {
-	key     []byte // nil: unsealed
-	witness bool   // first sealing of this log: record the witness after the commit
+	f       *os.File // the anchor file, open for writing
+	key     []byte   // nil: unsealed
+	witness bool     // first sealing of this log: record the witness after the commit
+	slot    int      // where the commit goes
+	gen     uint64   // the commit's generation
 }
 
-// sealKey returns the anchor's key, cached in the Log once read.
-func (l *Log) sealKey() ([]byte, error) {
-	if l.key != nil {
+func (w *anchorWrite) close() {
+	if w != nil && w.f != nil {
+		_ = w.f.Close()
+		w.f = nil
+	}
+}
+
+// sealKey returns the anchor's key for an anchor sealed under id ("": the
+// key to seal with), cached in the Log once read.
+func (l *Log) sealKey(id string) ([]byte, error) {
+	if l.key != nil && (id == "" || id == l.keyID) {
 		return l.key, nil
 	}
 	if l.opts.Anchor.Key == nil {
 		return nil, keychain.ErrUnavailable
 	}
-	k, err := l.opts.Anchor.Key()
+	k, err := l.opts.Anchor.Key(id)
 	if err != nil {
 		return nil, err
 	}
-	l.key = k
+	l.key, l.keyID = k, lock.KeyID(k)
 	return k, nil
 }
 
 // anchorIntent checks that the log ends where its anchor says and seals
 // next as the record about to be written. Called with the lock held, before
-// the record is written; nothing is written if it fails.
+// the record is written; nothing is written if it fails. The caller closes
+// the returned anchorWrite.
 func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 	a := l.opts.Anchor
 	cur := head{l.seq, l.hash}
-	af, err := readAnchor(a.Path)
+	f, st, err := openAnchor(a.Path, true)
 	switch {
 	case errors.Is(err, errNoAnchor):
-		af = nil
+		st = nil
 	case err != nil:
 		return nil, unavailable("read the audit anchor: %w; run `agentnode audit verify`", err)
-	case af.Dir != l.cdir:
-		return nil, unavailable("the audit anchor %s belongs to the log in %s, not to %s; run `agentnode audit verify`", a.Path, af.Dir, l.cdir)
 	}
-	key, kerr := l.sealKey()
-	w := &anchorWrite{key: key}
+	w := &anchorWrite{f: f}
+	ok := false
+	defer func() {
+		if !ok {
+			w.close()
+		}
+	}()
+	if st != nil && st.newest().Dir != l.cdir {
+		return nil, unavailable("the audit anchor %s belongs to the log in %s, not to %s; run `agentnode audit verify`", a.Path, st.newest().Dir, l.cdir)
+	}
+	id := ""
+	if st != nil {
+		id = st.keyID()
+	}
+	key, kerr := l.sealKey(id)
+	w.key = key
 	switch {
-	case af != nil && af.Seal != nil:
+	case st != nil && st.sealed():
 		if kerr != nil {
 			return nil, unavailable("the audit anchor %s is sealed, but the seal key cannot be read, so the log cannot go on: %w", a.Path, kerr)
 		}
-		if why := af.checkSeal(key); why != "" {
+		if why := st.checkSeal(key); why != "" {
 			return nil, unavailable("audit anchor %s: %s; run `agentnode audit verify`", a.Path, why)
 		}
 	case kerr == nil:
@@ -289,7 +492,7 @@ func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 			}
 			if wh != nil {
 				what := "missing"
-				if af != nil {
+				if st != nil {
 					what = "not sealed"
 				}
 				return nil, unavailable("the audit anchor %s is %s, but this log was sealed before (the OS keychain holds its witness at seq %d): the anchor was deleted or replaced; run `agentnode audit verify`, and `agentnode audit reanchor` to accept the log as it is",
@@ -302,22 +505,59 @@ func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 	default:
 		return nil, unavailable("read the audit seal key: %w", kerr)
 	}
-	if af != nil && !af.matches(cur) {
+	if st != nil && !st.matches(cur) {
+		e, _ := st.expect()
 		return nil, unavailable("the audit log ends at seq %d (hash %.16s…), but its anchor %s says seq %d (hash %.16s…): the log was changed outside agentnode; run `agentnode audit verify`",
-			cur.Seq, cur.Hash, a.Path, af.Head.Seq, af.Head.Hash)
+			cur.Seq, cur.Hash, a.Path, e.Seq, e.Hash)
 	}
-	body := anchorBody{Version: anchorVersion, Dir: l.cdir, Head: cur, Pending: &next}
-	if err := lock.WriteFileAtomic(a.Path, body.encode(w.key), 0o600); err != nil {
+	intent := &anchorBody{Version: anchorVersion, Dir: l.cdir, Head: cur, Pending: &next}
+	if st == nil || !st.sealed() && w.key != nil {
+		// A new anchor, or the first seal of an unsealed one: the whole
+		// file at once, a commit of the log's end and the intent.
+		var gen uint64
+		if st != nil {
+			gen = st.newest().Gen
+		}
+		commit := &anchorBody{Gen: gen + 1, Version: anchorVersion, Dir: l.cdir, Head: cur}
+		intent.Gen = gen + 2
+		w.close()
+		if err := writeAnchorFile(a.Path, w.key, commit, intent); err != nil {
+			return nil, unavailable("write the audit anchor: %w", err)
+		}
+		if w.f, err = os.OpenFile(a.Path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0); err != nil {
+			return nil, unavailable("open the audit anchor: %w", err)
+		}
+		w.slot, w.gen = 0, gen+3
+		ok = true
+		return w, nil
+	}
+	gen, slot := st.newest().Gen, 1-st.cur
+	if n := st.newest(); !st.torn() && n.Pending != nil && cur == n.Head {
+		// The last append stopped before its record: commit the log's end
+		// first, so that the slot before the next intent says exactly that
+		// (expect: were this intent torn, the stale one would say the log
+		// ends at its pending record).
+		gen++
+		repair := &anchorBody{Gen: gen, Version: anchorVersion, Dir: l.cdir, Head: cur}
+		if err := writeSlot("repair", w.f, slot, repair, w.key); err != nil {
+			return nil, unavailable("write the audit anchor: %w", err)
+		}
+		slot = 1 - slot
+	}
+	intent.Gen = gen + 1
+	if err := writeSlot("intent", w.f, slot, intent, w.key); err != nil {
 		return nil, unavailable("write the audit anchor: %w", err)
 	}
+	w.slot, w.gen = 1-slot, gen+2
+	ok = true
 	return w, nil
 }
 
 // anchorCommit seals h, the record just made durable, as the head.
 func (l *Log) anchorCommit(w *anchorWrite, h head) error {
 	a := l.opts.Anchor
-	body := anchorBody{Version: anchorVersion, Dir: l.cdir, Head: h}
-	if err := lock.WriteFileAtomic(a.Path, body.encode(w.key), 0o600); err != nil {
+	body := &anchorBody{Gen: w.gen, Version: anchorVersion, Dir: l.cdir, Head: h}
+	if err := writeSlot("commit", w.f, w.slot, body, w.key); err != nil {
 		return unavailable("write the audit anchor (the record of seq %d is written; the anchor names it as pending): %w", h.Seq, err)
 	}
 	if w.witness {

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -39,7 +40,7 @@ func anchoredHome(t testing.TB, key []byte) (dir string, a *Anchor) {
 	h := t.TempDir()
 	return filepath.Join(h, "audit"), &Anchor{
 		Path: filepath.Join(h, "state", "audit.anchor"),
-		Key:  func() ([]byte, error) { return key, nil },
+		Key:  func(string) ([]byte, error) { return key, nil },
 	}
 }
 
@@ -184,7 +185,7 @@ func TestAnchorDetectsTampering(t *testing.T) {
 			tamper: func(t *testing.T, dir string, a *Anchor, lines [][]byte) {
 				writeLinesT(t, activePath(dir), lines[:7])
 				h := lastHead(t, lines[:7])
-				editAnchor(t, a.Path, func(f *anchorFile) { f.Head = h })
+				editSlots(t, a.Path, func(_ int, b *anchorBody) { b.Head, b.Pending = h, nil })
 			},
 			chainOK: true, problem: ProblemAnchorInvalid, seq: 8, detail: "changed after it was sealed",
 		},
@@ -192,9 +193,12 @@ func TestAnchorDetectsTampering(t *testing.T) {
 			name: "truncate and seal the anchor with another key",
 			tamper: func(t *testing.T, dir string, a *Anchor, lines [][]byte) {
 				writeLinesT(t, activePath(dir), lines[:7])
-				f := readAnchorT(t, a.Path)
-				f.Head, f.Pending = lastHead(t, lines[:7]), nil
-				writeAnchorT(t, a.Path, f.anchorBody.encode(testKey(t)))
+				st := readAnchorT(t, a.Path)
+				s0, s1 := st.slots[0].anchorBody, st.slots[1].anchorBody
+				s0.Head, s0.Pending, s1.Head, s1.Pending = lastHead(t, lines[:7]), nil, lastHead(t, lines[:7]), nil
+				if err := writeAnchorFile(a.Path, testKey(t), &s0, &s1); err != nil {
+					t.Fatal(err)
+				}
 			},
 			chainOK: true, problem: ProblemAnchorInvalid, seq: 8, detail: "sealed with another key",
 		},
@@ -203,7 +207,56 @@ func TestAnchorDetectsTampering(t *testing.T) {
 			tamper: func(t *testing.T, _ string, a *Anchor, _ [][]byte) {
 				writeAnchorT(t, a.Path, []byte(`{"version":1}`))
 			},
-			chainOK: true, problem: ProblemAnchorInvalid, seq: 11, detail: "malformed",
+			chainOK: true, problem: ProblemAnchorInvalid, seq: 11, detail: "not an anchor file",
+		},
+		{
+			name: "an anchor of the earlier format",
+			tamper: func(t *testing.T, _ string, a *Anchor, _ [][]byte) {
+				writeAnchorT(t, a.Path, []byte(`{"version":1,"dir":"/x","head":{"seq":0,"hash":"`+Genesis+`"},"seal":null}`+"\n"))
+			},
+			chainOK: true, problem: ProblemAnchorInvalid, seq: 11, detail: "earlier one-object format",
+		},
+		{
+			name: "tear both slots",
+			tamper: func(t *testing.T, _ string, a *Anchor, _ [][]byte) {
+				tearSlot(t, a.Path, 0)
+				tearSlot(t, a.Path, 1)
+			},
+			chainOK: true, problem: ProblemAnchorInvalid, seq: 11, detail: "neither of its two slots is intact",
+		},
+		{
+			// At rest the newest slot is the commit of seq 10 and the
+			// other the intent that named seq 10 as pending: torn, the
+			// commit leaves the intent, which then admits only seq 10.
+			name: "tear the newest slot and cut off the last record",
+			tamper: func(t *testing.T, dir string, a *Anchor, lines [][]byte) {
+				tearSlot(t, a.Path, readAnchorT(t, a.Path).cur)
+				writeLinesT(t, activePath(dir), lines[:9])
+			},
+			chainOK: true, problem: ProblemAnchorMismatch, seq: 10, detail: "records 10..10 were cut off",
+		},
+		{
+			name: "tear the older slot and cut off the last record",
+			tamper: func(t *testing.T, dir string, a *Anchor, lines [][]byte) {
+				tearSlot(t, a.Path, 1-readAnchorT(t, a.Path).cur)
+				writeLinesT(t, activePath(dir), lines[:9])
+			},
+			chainOK: true, problem: ProblemAnchorMismatch, seq: 10, detail: "records 10..10 were cut off",
+		},
+		{
+			// Making the intent the newest slot would reopen the crash
+			// window (log at seq 9 or 10): the generation is sealed.
+			name: "raise the intent's generation and cut off the last record",
+			tamper: func(t *testing.T, dir string, a *Anchor, lines [][]byte) {
+				cur := readAnchorT(t, a.Path).cur
+				editSlots(t, a.Path, func(i int, b *anchorBody) {
+					if i != cur {
+						b.Gen += 2
+					}
+				})
+				writeLinesT(t, activePath(dir), lines[:9])
+			},
+			chainOK: true, problem: ProblemAnchorInvalid, seq: 10, detail: "changed after it was sealed",
 		},
 		{
 			name: "an edited record still breaks the chain first",
@@ -253,13 +306,13 @@ func lastHead(t testing.TB, lines [][]byte) head {
 	return head{li.seq, string(li.hash)}
 }
 
-func readAnchorT(t testing.TB, path string) *anchorFile {
+func readAnchorT(t testing.TB, path string) *anchorState {
 	t.Helper()
-	f, err := readAnchor(path)
+	st, err := readAnchor(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return st
 }
 
 func writeAnchorT(t testing.TB, path string, data []byte) {
@@ -269,16 +322,44 @@ func writeAnchorT(t testing.TB, path string, data []byte) {
 	}
 }
 
-// editAnchor changes the anchor's body and keeps its old seal.
-func editAnchor(t testing.TB, path string, edit func(*anchorFile)) {
+// editSlots changes the body of each intact slot, keeps its old seal and
+// recomputes its checksum, as an attacker who knows the format does.
+func editSlots(t testing.TB, path string, edit func(i int, b *anchorBody)) {
 	t.Helper()
-	f := readAnchorT(t, path)
-	edit(f)
-	data, err := jsonMarshal(f)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := readAnchorT(t, path)
+	for i, sl := range st.slots {
+		if sl == nil {
+			continue
+		}
+		edit(i, &sl.anchorBody)
+		text, err := jsonMarshal(sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(text)
+		slot := append(text[:len(text)-1:len(text)-1], []byte(`,"sum":"`+hex.EncodeToString(sum[:])+`"}`)...)
+		slot = append(slot, bytes.Repeat([]byte(" "), anchorSlotSize-1-len(slot))...)
+		copy(data[i*anchorSlotSize:], append(slot, '\n'))
+	}
 	writeAnchorT(t, path, data)
+}
+
+// tearSlot overwrites the start of slot i with zeros: what a write torn
+// by a crash can leave (and what an attacker can do).
+func tearSlot(t testing.TB, path string, i int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 512), int64(i*anchorSlotSize)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestAnchorCopiedFromAnotherLog: a log and its anchor from another home
@@ -311,7 +392,7 @@ func TestAnchorCopiedFromAnotherLog(t *testing.T) {
 // checked without the key (a warning, and the unauthenticated comparison
 // still runs).
 func TestAnchorWithoutKeychain(t *testing.T) {
-	noKeychain := func() ([]byte, error) {
+	noKeychain := func(string) ([]byte, error) {
 		return nil, fmt.Errorf("read seal key: %w", keychain.ErrUnavailable)
 	}
 	h := t.TempDir()
@@ -319,7 +400,7 @@ func TestAnchorWithoutKeychain(t *testing.T) {
 	a := &Anchor{Path: filepath.Join(h, "state", "audit.anchor"), Key: noKeychain}
 	l := openT(t, dir, Options{Anchor: a})
 	appendN(t, l, 0, 4)
-	if f := readAnchorT(t, a.Path); f.Seal != nil || f.Head.Seq != 4 {
+	if f := readAnchorT(t, a.Path).newest(); f.Seal != nil || f.Head.Seq != 4 {
 		t.Fatalf("anchor without a keychain: %+v", f)
 	}
 	rep := verifyAnchoredT(t, dir, a)
@@ -336,11 +417,14 @@ func TestAnchorWithoutKeychain(t *testing.T) {
 
 	// The keychain appears: the next append seals the anchor.
 	key := testKey(t)
-	a.Key = func() ([]byte, error) { return key, nil }
+	a.Key = func(string) ([]byte, error) { return key, nil }
 	l2 := openT(t, dir, Options{Anchor: a})
 	appendN(t, l2, 4, 1)
-	if f := readAnchorT(t, a.Path); f.Seal == nil || f.Seal.KeyID != lock.KeyID(key) {
-		t.Fatalf("anchor not sealed once the key is there: %+v", f)
+	st := readAnchorT(t, a.Path)
+	for _, f := range st.slots {
+		if f == nil || f.Seal == nil || f.Seal.KeyID != lock.KeyID(key) {
+			t.Fatalf("anchor not sealed (both slots) once the key is there: %+v", f)
+		}
 	}
 	// The keychain goes away again: sealed stays sealed, the append is refused.
 	size := fileSize(t, activePath(dir))
@@ -362,7 +446,7 @@ func TestAnchorWithoutKeychain(t *testing.T) {
 	if err := os.Remove(a.Path); err != nil {
 		t.Fatal(err)
 	}
-	a.Key = func() ([]byte, error) { return nil, errors.New("the keyring is locked") }
+	a.Key = func(string) ([]byte, error) { return nil, errors.New("the keyring is locked") }
 	l4 := openT(t, dir, Options{Anchor: a})
 	if err := l4.Append(typical(6)); !errors.Is(err, reason.ErrAuditUnavailable) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("append with a failing keychain: %v", err)
@@ -423,51 +507,77 @@ func TestReanchor(t *testing.T) {
 	}
 }
 
-// TestAnchorCrash kills a real appending process at each point between the
-// intent, the record and the commit, and checks that the log verifies
-// (without slack beyond the one record the intent named) and that the next
-// append goes on.
+// TestAnchorCrash kills a real appending process at each point of an
+// append: after the intent is durable, after the record is, and in the
+// middle of writing the intent's or the commit's slot (half of it written:
+// a torn slot). Each time the log must verify, the anchor must leave no
+// slack beyond the one record an intent named (and none at all with a torn
+// slot), and the next append must go on.
 func TestAnchorCrash(t *testing.T) {
-	for _, point := range []string{"intent", "record"} {
-		t.Run(point, func(t *testing.T) {
+	cases := []struct {
+		name    string
+		crashes []string // AUDIT_CRASH or tear:AUDIT_TEAR of each child, in turn
+		last    uint64   // where the log ends after the crash
+		pending bool     // at the intent's pending record
+		torn    bool     // one slot torn
+	}{
+		{name: "intent", crashes: []string{"intent"}, last: 5},
+		{name: "record", crashes: []string{"record"}, last: 6, pending: true},
+		{name: "torn intent", crashes: []string{"tear:intent"}, last: 5, torn: true},
+		{name: "torn commit", crashes: []string{"tear:commit"}, last: 6, torn: true},
+		// The second append first commits the log's end (the first one's
+		// record never came), so that its torn intent leaves that commit,
+		// not the stale intent naming seq 6.
+		{name: "intent then torn intent", crashes: []string{"intent", "tear:intent"}, last: 5, torn: true},
+		{name: "record then torn intent", crashes: []string{"record", "tear:intent"}, last: 6, torn: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			key := testKey(t)
 			dir, a := anchoredHome(t, key)
 			appendN(t, openT(t, dir, Options{Anchor: a}), 0, 5)
-			cmd := child(t, "crash", "AUDIT_DIR="+dir, "AUDIT_ANCHOR="+a.Path, "AUDIT_KEY="+hex.EncodeToString(key), "AUDIT_CRASH="+point)
-			out, err := cmd.CombinedOutput()
-			if err == nil || !strings.Contains(string(out), "dying at "+point) {
-				t.Fatalf("child did not die at %s: %v\n%s", point, err, out)
+			for _, crash := range c.crashes {
+				env := []string{"AUDIT_DIR=" + dir, "AUDIT_ANCHOR=" + a.Path, "AUDIT_KEY=" + hex.EncodeToString(key)}
+				want := "dying at " + crash
+				if what, ok := strings.CutPrefix(crash, "tear:"); ok {
+					env, want = append(env, "AUDIT_TEAR="+what), "tearing "+what
+				} else {
+					env = append(env, "AUDIT_CRASH="+crash)
+				}
+				out, err := child(t, "crash", env...).CombinedOutput()
+				if err == nil || !strings.Contains(string(out), want) {
+					t.Fatalf("child did not die (%s): %v\n%s", want, err, out)
+				}
 			}
-			f := readAnchorT(t, a.Path)
-			if f.Pending == nil || f.Head.Seq != 5 || f.Pending.Seq != 6 {
-				t.Fatalf("anchor after the crash: %+v", f)
+			st := readAnchorT(t, a.Path)
+			if st.torn() != c.torn {
+				t.Fatalf("anchor after the crash: torn %v, want %v", st.torn(), c.torn)
 			}
 			lines := logLinesT(t, activePath(dir))
 			rep := verifyAnchoredT(t, dir, a)
-			wantLast, wantPending := uint64(5), false
-			if point == "record" {
-				wantLast, wantPending = 6, true
+			if !rep.OK || rep.LastSeq != c.last || rep.Seal.Pending != c.pending || rep.Seal.Torn != c.torn {
+				t.Fatalf("after the crash: %+v %+v", rep, rep.Seal)
 			}
-			if !rep.OK || rep.LastSeq != wantLast || rep.Seal.Pending != wantPending {
-				t.Fatalf("after a crash at %s: %+v %+v", point, rep, rep.Seal)
+			// The slack: only with an intent as the anchor, and only the
+			// pending record, may the log end one record earlier; any other
+			// record in its place, or any other cut, is caught.
+			cut := lines[:len(lines)-1]
+			writeLinesT(t, activePath(dir), cut)
+			if rep := verifyAnchoredT(t, dir, a); rep.OK != c.pending || !rep.OK && rep.Problem != ProblemAnchorMismatch {
+				t.Fatalf("last record (seq %d) cut off: ok=%v, want %v: %+v", c.last, rep.OK, c.pending, rep)
 			}
-			if point == "record" {
-				// The slack: in this state (and only in it) the pending
-				// record may be dropped; any other record in its place is
-				// caught.
-				writeLinesT(t, activePath(dir), lines[:5])
-				if rep := verifyAnchoredT(t, dir, a); !rep.OK {
-					t.Fatalf("pending record dropped: %+v", rep)
-				}
-				writeLinesT(t, activePath(dir), append(lines[:5:5], forgedNext(t, lines[:5])))
-				if rep := verifyAnchoredT(t, dir, a); rep.OK || rep.Problem != ProblemAnchorMismatch {
-					t.Fatalf("another record in the pending one's place: %+v", rep)
-				}
-				writeLinesT(t, activePath(dir), lines)
+			writeLinesT(t, activePath(dir), append(cut[:len(cut):len(cut)], forgedNext(t, cut)))
+			if rep := verifyAnchoredT(t, dir, a); rep.OK || rep.Problem != ProblemAnchorMismatch {
+				t.Fatalf("another record in the last one's place: %+v", rep)
 			}
+			writeLinesT(t, activePath(dir), append(lines[:len(lines):len(lines)], forgedNext(t, lines)))
+			if rep := verifyAnchoredT(t, dir, a); rep.OK || rep.Problem != ProblemAnchorMismatch {
+				t.Fatalf("a record appended: %+v", rep)
+			}
+			writeLinesT(t, activePath(dir), lines)
 			appendN(t, openT(t, dir, Options{Anchor: a}), 20, 2)
 			rep = verifyAnchoredT(t, dir, a)
-			if !rep.OK || rep.LastSeq != wantLast+2 || rep.Seal.Pending || readAnchorT(t, a.Path).Pending != nil {
+			if !rep.OK || rep.LastSeq != c.last+2 || rep.Seal.Pending || rep.Seal.Torn || readAnchorT(t, a.Path).newest().Pending != nil {
 				t.Fatalf("after the next appends: %+v %+v", rep, rep.Seal)
 			}
 		})
@@ -475,19 +585,37 @@ func TestAnchorCrash(t *testing.T) {
 }
 
 // childCrash appends one record to AUDIT_DIR, anchored at AUDIT_ANCHOR with
-// the hex key AUDIT_KEY, and dies (SIGKILL) at AUDIT_CRASH.
+// the hex key AUDIT_KEY, and dies (SIGKILL) at AUDIT_CRASH, or in the
+// middle of the anchor's slot write AUDIT_TEAR ("intent", "commit"): the
+// first half of the slot's JSON written and synced, the rest left as it
+// was.
 func childCrash() int {
 	key, err := hex.DecodeString(os.Getenv("AUDIT_KEY"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	a := &Anchor{Path: os.Getenv("AUDIT_ANCHOR"), Key: func() ([]byte, error) { return key, nil }}
+	a := &Anchor{Path: os.Getenv("AUDIT_ANCHOR"), Key: func(string) ([]byte, error) { return key, nil }}
 	crashPoint = func(p string) {
 		if p == os.Getenv("AUDIT_CRASH") {
 			fmt.Fprintln(os.Stderr, "dying at", p)
 			_ = killSelf()
 		}
+	}
+	beforeSlotWrite = func(what string, f *os.File, off int64, slot []byte) {
+		if what != os.Getenv("AUDIT_TEAR") {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "tearing", what)
+		if _, err := f.WriteAt(slot[:len(bytes.TrimRight(slot, " \n"))/2], off); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := f.Sync(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		_ = killSelf()
 	}
 	l, err := Open(os.Getenv("AUDIT_DIR"), Options{Anchor: a})
 	if err != nil {

@@ -33,6 +33,10 @@ type SealReport struct {
 	// stopped (crash) before sealing it as the head; the anchor named that
 	// exact record (seq and hash) beforehand.
 	Pending bool `json:"pending,omitempty"`
+	// Torn: one of the anchor's two slots is not intact (a crash tore its
+	// write, or it was overwritten); the other one decided where the log
+	// must end, with no slack (specs/audit.md).
+	Torn bool `json:"torn,omitempty"`
 	// WitnessSeq is the head the keychain's witness held (checked against
 	// the log); Witness says whether it was checked or why not, and whether
 	// this verify moved it on.
@@ -64,8 +68,8 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 	}
 	var key []byte
 	kerr := error(keychain.ErrUnavailable)
-	if a.Key != nil {
-		key, kerr = a.Key()
+	if a.Key != nil && af != nil && af.sealed() {
+		key, kerr = a.Key(af.keyID())
 	}
 	var wit *head
 	var werr error
@@ -73,8 +77,11 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 		wit, werr = getWitness(a.Witness, cdir)
 	}
 	watch := map[uint64]string{}
+	var want head // where the anchor says the log ends
+	var pending *head
 	if af != nil {
-		watch[af.Head.Seq] = ""
+		want, pending = af.expect()
+		watch[want.Seq] = ""
 	}
 	if wit != nil {
 		watch[wit.Seq] = ""
@@ -118,20 +125,20 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the log has no anchor (%s): it was written before anchoring, or the anchor was deleted; cut-off records cannot be detected until the next run anchors it", a.Path))
 	case af == nil:
 		// A log that never held a record, and no witness: a new home.
-	case af.Dir != cdir:
+	case af.newest().Dir != cdir:
 		sr.Status = SealBroken
-		return bad(ProblemAnchorInvalid, last.Seq+1, "the anchor belongs to the log in %s, not to this one in %s: it was copied from elsewhere (after moving a home on purpose, accept it with `agentnode audit reanchor`)", af.Dir, cdir)
-	case af.Seal == nil && wit != nil:
+		return bad(ProblemAnchorInvalid, last.Seq+1, "the anchor belongs to the log in %s, not to this one in %s: it was copied from elsewhere (after moving a home on purpose, accept it with `agentnode audit reanchor`)", af.newest().Dir, cdir)
+	case !af.sealed() && wit != nil:
 		sr.Status = SealUnsealed
 		return bad(ProblemAnchorUnsealed, last.Seq+1, "the anchor is not sealed, but this log was sealed before (the OS keychain's witness is at seq %d): the anchor was replaced", wit.Seq)
-	case af.Seal == nil:
+	case !af.sealed():
 		sr.Status = SealUnsealed
 		rep.Warnings = append(rep.Warnings, "the anchor is not sealed (written without an OS keychain): whoever can write the files can rewrite the anchor with the log, so cutting off or rewriting records is detected only if the anchor was not rewritten too")
 	case kerr != nil:
-		sr.Status, sr.KeyID = SealUnverifiable, af.Seal.KeyID
+		sr.Status, sr.KeyID = SealUnverifiable, af.keyID()
 		rep.Warnings = append(rep.Warnings, "the anchor's seal could not be checked: "+kerr.Error())
 	default:
-		sr.KeyID = af.Seal.KeyID
+		sr.KeyID = af.keyID()
 		if why := af.checkSeal(key); why != "" {
 			sr.Status = SealBroken
 			return bad(ProblemAnchorInvalid, last.Seq+1, "%s", why)
@@ -141,17 +148,17 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 
 	// The log against the anchor.
 	if af != nil {
-		sr.HeadSeq, sr.HeadHash = af.Head.Seq, af.Head.Hash
-		n, l := af.Head.Seq, last.Seq
+		sr.HeadSeq, sr.HeadHash, sr.Torn = want.Seq, want.Hash, af.torn()
+		n, l := want.Seq, last.Seq
 		switch {
 		case af.matches(last):
-			sr.Pending = last != af.Head
+			sr.Pending = pending != nil && last == *pending
 		case rep.Records == 0:
-			return bad(ProblemAnchorMismatch, 1, "the log holds no records, but its anchor says it ends at seq %d (hash %.16s…): the log was emptied or deleted", n, af.Head.Hash)
+			return bad(ProblemAnchorMismatch, 1, "the log holds no records, but its anchor says it ends at seq %d (hash %.16s…): the log was emptied or deleted", n, want.Hash)
 		case l < n:
-			return bad(ProblemAnchorMismatch, l+1, "the log ends at seq %d, but its anchor says it ends at seq %d (hash %.16s…): records %d..%d were cut off", l, n, af.Head.Hash, l+1, n)
-		case watch[n] != af.Head.Hash && n >= rep.FirstSeq:
-			return bad(ProblemAnchorMismatch, n, "record seq %d has hash %.16s…, but the anchor sealed %.16s…: the records were rewritten and their hashes recomputed", n, watch[n], af.Head.Hash)
+			return bad(ProblemAnchorMismatch, l+1, "the log ends at seq %d, but its anchor says it ends at seq %d (hash %.16s…): records %d..%d were cut off", l, n, want.Hash, l+1, n)
+		case watch[n] != want.Hash && n >= rep.FirstSeq:
+			return bad(ProblemAnchorMismatch, n, "record seq %d has hash %.16s…, but the anchor sealed %.16s…: the records were rewritten and their hashes recomputed", n, watch[n], want.Hash)
 		default:
 			return bad(ProblemAnchorMismatch, n+1, "the log goes on past its anchored head (seq %d) to seq %d: records %d..%d were not written by agentnode (appended or replaced outside it)", n, l, n+1, l)
 		}
@@ -222,22 +229,34 @@ func Reanchor(dir string, a *Anchor) (*Report, error) {
 	var key []byte
 	kerr := error(keychain.ErrUnavailable)
 	if a.Key != nil {
-		key, kerr = a.Key()
+		key, kerr = a.Key("")
 	}
+	old, oerr := readAnchor(a.Path)
 	sr := &SealReport{Status: SealVerified, HeadSeq: last.Seq, HeadHash: last.Hash, Witness: "none"}
 	switch {
 	case kerr == nil:
 		sr.KeyID = lock.KeyID(key)
 	case errors.Is(kerr, keychain.ErrUnavailable):
-		if old, err := readAnchor(a.Path); err == nil && old.Seal != nil {
+		if oerr == nil && old.sealed() {
 			return nil, unavailable("the audit anchor %s is sealed and the seal key cannot be read, so it would be replaced by an unsealed one: re-anchor where the OS keychain is available: %w", a.Path, kerr)
 		}
 		key, sr.Status = nil, SealUnsealed
 	default:
 		return nil, unavailable("read the audit seal key: %w", kerr)
 	}
-	body := anchorBody{Version: anchorVersion, Dir: cdir, Head: last}
-	if err := lock.WriteFileAtomic(a.Path, body.encode(key), 0o600); err != nil {
+	// Both slots name the head; the generations go on from the old file's
+	// (when it can be read), so that no slot of it outranks the new ones.
+	var gen uint64
+	if oerr == nil {
+		for _, sl := range old.slots {
+			if sl != nil {
+				gen = max(gen, sl.Gen)
+			}
+		}
+	}
+	s0 := &anchorBody{Gen: gen + 1, Version: anchorVersion, Dir: cdir, Head: last}
+	s1 := &anchorBody{Gen: gen + 2, Version: anchorVersion, Dir: cdir, Head: last}
+	if err := writeAnchorFile(a.Path, key, s0, s1); err != nil {
 		return nil, unavailable("write the audit anchor: %w", err)
 	}
 	if key != nil && a.Witness != "" {

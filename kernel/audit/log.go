@@ -50,6 +50,7 @@ type Log struct {
 	lock   *os.File // audit.lock, flock'ed around every append
 	cdir   string   // canonicalDir(dir), what the anchor is bound to
 	key    []byte   // the anchor's seal key, once read
+	keyID  string   // lock.KeyID(key)
 	f      *os.File // the active file, O_APPEND
 	dev    uint64   // identity of f, to notice a rotation by another process
 	ino    uint64
@@ -335,6 +336,7 @@ func (l *Log) write(r *Record) error {
 		if aw, err = l.anchorIntent(head{r.Seq, hash}); err != nil {
 			return err
 		}
+		defer aw.close()
 		crashPoint("intent")
 	}
 	if l.size > 0 && l.size+int64(len(line)) > l.opts.MaxSizeBytes {

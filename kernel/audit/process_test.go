@@ -51,7 +51,7 @@ func childAppend() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		opts.Anchor = &Anchor{Path: path, Key: func() ([]byte, error) { return key, nil }}
+		opts.Anchor = &Anchor{Path: path, Key: func(string) ([]byte, error) { return key, nil }}
 	}
 	l, err := Open(dir, opts)
 	if err != nil {

@@ -11,8 +11,9 @@
 // Tail reads the newest records.
 //
 // With Options.Anchor the head of the chain is also sealed outside the log
-// (anchor.go: HMAC under the lockfile seal key, lock.MAC), written as an
-// intent before each record and a commit after it, and VerifyAnchored
+// (anchor.go: HMAC under the lockfile seal key, lock.MAC), written in place
+// into one of two slots as an intent before each record and into the other
+// as a commit after it, and VerifyAnchored
 // checks the log against it and against a witness in the OS keychain, so
 // truncation, re-chaining, forged appends, an emptied or deleted log and
 // rollbacks older than the last verify are detected too.

@@ -125,8 +125,12 @@ func TestWitnessDetectsUnsealedAnchor(t *testing.T) {
 	lines := logLinesT(t, activePath(dir))
 	writeLinesT(t, activePath(dir), lines[:4])
 	cdir, _ := canonicalDir(dir)
-	body := anchorBody{Version: anchorVersion, Dir: cdir, Head: lastHead(t, lines[:4])}
-	writeAnchorT(t, a.Path, body.encode(nil))
+	h := lastHead(t, lines[:4])
+	s0 := &anchorBody{Gen: 100, Version: anchorVersion, Dir: cdir, Head: h}
+	s1 := &anchorBody{Gen: 101, Version: anchorVersion, Dir: cdir, Head: h}
+	if err := writeAnchorFile(a.Path, nil, s0, s1); err != nil {
+		t.Fatal(err)
+	}
 	rep := verifyAnchoredT(t, dir, a)
 	if rep.OK || rep.Problem != ProblemAnchorUnsealed {
 		t.Fatalf("unsealed anchor over a sealed log: %+v", rep)

@@ -14,8 +14,10 @@ import (
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
-// loadSealKey reads the lockfile seal key (a variable for tests).
-var loadSealKey lock.KeyFunc = lock.LoadKey
+// loadSealKey reads the lockfile seal key for a seal that names key_id id:
+// from the kernel keyring's cache when it holds that key, else from the OS
+// keychain (a variable for tests).
+var loadSealKey = lock.LoadKeyFor
 
 // stageLockfile checks agentnode.lock (specs/lockfile.md, "At run time").
 //
@@ -53,7 +55,7 @@ func stageLockfile(_ context.Context, st *state) error {
 	}
 	var key lock.KeyFunc
 	if strict || d.Sealed() {
-		key = loadSealKey
+		key = func() ([]byte, error) { return loadSealKey(d.SealKeyID()) }
 	}
 	r := d.Verify(key)
 

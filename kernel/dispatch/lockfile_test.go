@@ -68,7 +68,7 @@ func lockHome(t *testing.T, strict bool) (*Kernel, *store.Package, string) {
 	path := filepath.Join(t.TempDir(), "agentnode.lock")
 	t.Setenv("AGENTNODE_LOCKFILE", path)
 	saved := loadSealKey
-	loadSealKey = func() ([]byte, error) { return testSealKey, nil }
+	loadSealKey = func(string) ([]byte, error) { return testSealKey, nil }
 	t.Cleanup(func() { loadSealKey = saved })
 	return k, p, path
 }
@@ -230,7 +230,7 @@ func TestLockfileNotStrictWarnsOnceAndAudits(t *testing.T) {
 		}, ""},
 		{"sealed, key unreadable", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "", true, nil, false)
-			loadSealKey = func() ([]byte, error) { return nil, errors.New("keychain locked") }
+			loadSealKey = func(string) ([]byte, error) { return nil, errors.New("keychain locked") }
 		}, ""},
 		{"trust_level promoted after sealing", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {

@@ -3,6 +3,8 @@ package hostexec
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/confine"
 	"github.com/agentnode/agentnode/kernel/confine/confinetest"
+	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -345,6 +348,44 @@ func TestConfinedEscapesFail(t *testing.T) {
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
 		t.Errorf("victim file changed: %q", b)
 	}
+}
+
+// TestConfinedCannotReadSealKeyCache: agentnode keeps the seal key of the
+// lockfile and the audit anchor in the kernel's user keyring
+// (kernel/lock, "The seal key cache"), where every process of the user can
+// read it. A confined tool runs as that user; the filter's keyctl denial
+// is what keeps the key from it. The control: the same attacker, not
+// confined, reads the key.
+func TestConfinedCannotReadSealKeyCache(t *testing.T) {
+	requireLandlock(t)
+	pack := escapePack(t)
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	// A scope of its own (no keychain is reached: only the cache is used).
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/agentnode-hostexec-"+hex.EncodeToString(b))
+	key := make([]byte, lock.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := lock.CacheKey(key)
+	if err != nil {
+		t.Skipf("no kernel keyring here: %v", err)
+	}
+	t.Cleanup(func() {
+		if serial, err := unix.KeyctlSearch(unix.KEY_SPEC_USER_KEYRING, "user", desc, 0); err == nil {
+			_, _ = unix.KeyctlInt(unix.KEYCTL_INVALIDATE, serial, 0, 0, 0)
+		}
+	})
+	check := "keyread=" + desc
+	if got := foreignABIRun(t, pack, check, nil); got != "allowed" {
+		t.Fatalf("control: the unconfined attacker could not read the cached key: %s", got)
+	}
+	got, _ := probe(t, pack, &Confinement{Mode: confine.ModeRequired}, check)
+	expect(t, got, []outcome{{check, "EPERM"}})
+	got, _ = probe(t, pack, &Confinement{Mode: confine.ModeRequired, Network: true}, check)
+	expect(t, got, []outcome{{check, "EPERM"}})
 }
 
 // TestConfinedNetworkDeclared: a tool that declares network gets inet

@@ -66,6 +66,12 @@ func sessionBusAddress() (string, error) {
 	return "", errors.New("no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set and " + sock + " does not exist)")
 }
 
+// SessionBus is the address of the D-Bus session bus the keychain is
+// reached through, found as Available finds it (without connecting): what
+// identifies this keychain to a cache of its secrets (kernel/lock's seal key
+// cache). An error means there is no session bus.
+func SessionBus() (string, error) { return sessionBusAddress() }
+
 // Available reports whether the OS keychain can be used: a D-Bus session bus
 // exists and the Secret Service on it opens a session within a few seconds
 // (starting it by D-Bus activation if it is installed but not running).

@@ -172,8 +172,10 @@ func TestSealKeyInKeychain(t *testing.T) {
 	}
 	saved := keychainService
 	keychainService = "agentnode-lock-seal-test-" + hex.EncodeToString(b)
+	scope, _ := keyCacheScope()
 	t.Cleanup(func() {
 		_ = keychain.Delete(keychainService, KeychainUser)
+		forgetCachedKeys(scope, "")
 		keychainService = saved
 	})
 	if _, err := LoadKey(); !errors.Is(err, keychain.ErrNotFound) {

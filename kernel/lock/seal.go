@@ -79,9 +79,26 @@ func (d *Document) Seal(key []byte) {
 // Sealed reports whether d carries a seal member.
 func (d *Document) Sealed() bool { return d.Root.Get(FieldSeal) != nil }
 
-// LoadKey reads the seal key from the OS keychain. A missing key is an
-// error wrapping keychain.ErrNotFound. Errors never contain the secret.
+// SealKeyID is the key_id d's seal names ("" if there is none).
+func (d *Document) SealKeyID() string {
+	if s := d.Root.Get(FieldSeal); s != nil {
+		if id := s.Get("key_id"); id != nil && id.Kind == String {
+			return id.Str
+		}
+	}
+	return ""
+}
+
+// LoadKey reads the seal key from the OS keychain and refreshes the seal
+// key cache (keycache.go) with what it found. A missing key is an error
+// wrapping keychain.ErrNotFound. Errors never contain the secret.
 func LoadKey() ([]byte, error) {
+	key, err := loadKeychainKey()
+	refreshKeyCache(key, err)
+	return key, err
+}
+
+func loadKeychainKey() ([]byte, error) {
 	s, err := keychain.Get(keychainService, KeychainUser)
 	if err != nil {
 		return nil, err
@@ -95,7 +112,7 @@ func LoadKey() ([]byte, error) {
 }
 
 // LoadOrCreateKey reads the seal key, creating 32 random bytes in the OS
-// keychain when there is none yet.
+// keychain when there is none yet (and caching them, as LoadKey does).
 func LoadOrCreateKey() ([]byte, error) {
 	key, err := LoadKey()
 	if err == nil || !errors.Is(err, keychain.ErrNotFound) {
@@ -108,5 +125,6 @@ func LoadOrCreateKey() ([]byte, error) {
 	if err := keychain.Set(keychainService, KeychainUser, base64.StdEncoding.EncodeToString(key)); err != nil {
 		return nil, err
 	}
+	refreshKeyCache(key, nil)
 	return key, nil
 }

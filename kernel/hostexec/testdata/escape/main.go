@@ -56,6 +56,7 @@ var checks = map[string]func(param string) error{
 	"chroot":         func(p string) error { return unix.Chroot(p) },
 	"bpf":            func(string) error { return errno(unix.Syscall(unix.SYS_BPF, 0, 0, 0)) },
 	"keyctl":         func(string) error { return errno(unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, 0, 0)) },
+	"keyread":        keyRead,
 	"perf":           func(string) error { return errno(unix.Syscall6(unix.SYS_PERF_EVENT_OPEN, 0, 0, 0, 0, 0, 0)) },
 	"userfaultfd":    func(string) error { return errno(unix.Syscall(unix.SYS_USERFAULTFD, 0, 0, 0)) },
 	"io_uring":       ioUring,
@@ -91,6 +92,25 @@ func main() {
 		}
 		fmt.Printf("%s: allowed\n", arg)
 	}
+}
+
+// keyRead reads the key of type "user" described p from the user keyring
+// (@u) of the kernel, as agentnode's seal key cache keeps it
+// (kernel/lock): search, then read the payload.
+func keyRead(p string) error {
+	serial, err := unix.KeyctlSearch(unix.KEY_SPEC_USER_KEYRING, "user", p, 0)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 256)
+	n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, serial, buf, 0)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("read an empty key")
+	}
+	return nil
 }
 
 // int80 makes a system call through the i386 ABI (int $0x80).
