@@ -71,6 +71,10 @@ type Manifest struct {
 	License         string   `json:"license,omitempty"`
 	Runtime         string   `json:"runtime"` // exec | python | mcp
 	Tags            []string `json:"tags,omitempty"`
+	// Entrypoint is the package-level entrypoint of ANP 0.1 (runtime
+	// python: "module.path" meaning its run, or "module.path:function"),
+	// empty if absent. A tool without its own entrypoint uses it.
+	Entrypoint string `json:"entrypoint,omitempty"`
 
 	Tools       []Tool      `json:"tools"` // capabilities.tools, at least one
 	Permissions Permissions `json:"permissions"`
@@ -104,6 +108,10 @@ type Tool struct {
 	InputSchema  json.RawMessage `json:"input_schema"`            // a JSON Schema (object), compiles
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"` // nil if absent
 	ActionType   string          `json:"action_type,omitempty"`   // empty if not declared
+	// FromPackage: Entrypoint was taken from the package-level
+	// entrypoint because the tool declares none (the Python shim's
+	// --package-entrypoint).
+	FromPackage bool `json:"-"`
 }
 
 // Permissions is what a package declares it needs.
