@@ -20,9 +20,11 @@ profile="${1:-test}"
 demo_pkgs=(gcc make git libc6-dev libseccomp-dev pkg-config
   dbus dbus-x11 gnome-keyring libsecret-tools busybox-static)
 # runc, protoc for `make proto`, Debian's python3 (the Python tool shim's
-# tests and the Python runtime image, built from its installed files), and
+# tests and the Python runtime image, built from its installed files; pip and
+# wheel build the test wheelhouses and pip installs dependencies inside the
+# sandbox; pytest runs the test packs' own suites), and
 # (below) the engines and Node for the official TypeScript MCP client.
-test_pkgs=(runc protobuf-compiler python3)
+test_pkgs=(runc protobuf-compiler python3 python3-pip python3-wheel python3-pytest)
 
 case "$profile" in
 demo) want=("${demo_pkgs[@]}") ;;
