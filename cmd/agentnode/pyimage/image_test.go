@@ -135,7 +135,7 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 			t.Fatal(err)
 		}
 		for _, tc := range cases {
-			if _, err := os.Stat(filepath.Join(packs, tc.pack, "pyproject.toml")); err != nil {
+			if _, err := os.Stat(filepath.Join(packs, tc.pack, "agentnode.yaml")); err != nil {
 				t.Fatalf("test pack %s: %v", tc.pack, err)
 			}
 			req, err := toolio.EncodeRequest("t", json.RawMessage(tc.input))
