@@ -220,6 +220,8 @@ func scriptParams(dir string) testscript.Params {
 			// tlsserver: egress_test.go.
 			"tlsserver": cmdTLSServer,
 			"orphan":    cmdOrphan, // orphan_test.go
+			// pytest-pack: pytestpack_test.go.
+			"pytest-pack": cmdPytestPack,
 		},
 		RequireExplicitExec: false,
 	}

@@ -7,4 +7,4 @@ def test_run_counts():
     result = run("a b a\nc")
     assert result["words"] == 4
     assert result["lines"] == 2
-    assert result["top"][0] == ("a", 2)
+    assert tuple(result["top"][0]) == ("a", 2)
