@@ -42,7 +42,7 @@ type doctorReport struct {
 	// (specs/config.md): mapped onto agentnode's policy, or accepted and
 	// not enforced.
 	SDKKeys []config.SDKKey `json:"sdk_keys,omitempty"`
-	Version         string                 `json:"version"`
+	Version string          `json:"version"`
 }
 
 // hostConfinementReport is what this kernel and build can do to confine
