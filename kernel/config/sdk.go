@@ -233,7 +233,7 @@ func (c *Config) WriteExternalFloor() string {
 }
 
 // CeilingSources names, per kind, the config keys that set the effective
-// deny ceiling of c (guard.max_permissions.KIND, permissions.KIND or both),
+// deny ceiling of c (guard.max_permissions, permissions.KIND or both),
 // for messages.
 func (c *Config) CeilingSources() map[string]string {
 	deny, _ := c.SDKCeilings()
@@ -241,7 +241,7 @@ func (c *Config) CeilingSources() map[string]string {
 	for _, kind := range []string{"network", "filesystem", "code_execution"} {
 		var keys []string
 		if pickLevel(c.Guard.MaxPermissions, kind) != "" {
-			keys = append(keys, "guard.max_permissions."+kind)
+			keys = append(keys, "guard.max_permissions")
 		}
 		if pickLevel(deny, kind) != "" {
 			keys = append(keys, "permissions."+kind)

@@ -140,7 +140,7 @@ func TestSDKPermissionMapping(t *testing.T) {
 	if want := (MaxPermissions{Network: "none", Filesystem: "temp", CodeExecution: "limited_subprocess"}); got != want {
 		t.Errorf("LowerCeiling = %+v, want %+v", got, want)
 	}
-	if src := old.CeilingSources(); src["network"] != "guard.max_permissions.network, permissions.network" || src["code_execution"] != "guard.max_permissions.code_execution" {
+	if src := old.CeilingSources(); src["network"] != "guard.max_permissions, permissions.network" || src["code_execution"] != "guard.max_permissions" {
 		t.Errorf("CeilingSources = %v", src)
 	}
 	// An agentnode config without the SDK's keys: no mapping at all.
