@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -37,7 +38,11 @@ type doctorReport struct {
 	HostConfinement *hostConfinementReport `json:"host_confinement"`
 	Checks          []check                `json:"checks"`
 	PluginAPIs      []int                  `json:"plugin_api_versions"`
-	Version         string                 `json:"version"`
+	// SDKKeys are the AgentNode SDK's own keys in the config
+	// (specs/config.md): mapped onto agentnode's policy, or accepted and
+	// not enforced.
+	SDKKeys []config.SDKKey `json:"sdk_keys,omitempty"`
+	Version string          `json:"version"`
 }
 
 // hostConfinementReport is what this kernel and build can do to confine
@@ -83,6 +88,18 @@ func newDoctorCmd() *cobra.Command {
 					}
 					fmt.Fprintln(cmd.OutOrStdout(), line)
 				}
+				for _, k := range rep.SDKKeys {
+					status := "mapped:"
+					if k.Status == config.SDKNotEnforced {
+						status = "accepted, not enforced by agentnode"
+					}
+					v, _ := json.Marshal(k.Value)
+					detail := fmt.Sprintf("AgentNode SDK key %s = %s: %s", k.Key, v, status)
+					if k.Status == config.SDKMapped {
+						detail += " " + k.Effect
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s\n", "config", termsafe.Line(detail))
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "host execution:      %s\nsandboxed execution: %s\n", yesNo(rep.HostReady), yesNo(rep.SandboxReady))
 			}
 			if !rep.SandboxReady {
@@ -121,6 +138,11 @@ func runDoctor() *doctorReport {
 	cfgPath := home.ConfigPath(dir)
 	cfg, err := config.Load(cfgPath)
 	configOK := add("config", err, cfgPath)
+	if cfg != nil {
+		if keys, err := cfg.SDKKeys(); err == nil {
+			rep.SDKKeys = keys
+		}
+	}
 	auditOK := add("audit", checkAuditDir(home.AuditDir(dir)), home.AuditDir(dir)+" is writable")
 	add("keychain", keychain.Available(), "Secret Service reachable")
 

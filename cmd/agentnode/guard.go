@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/signal"
@@ -110,16 +111,11 @@ func printGuardPolicy(cmd *cobra.Command, p *dispatch.GuardPolicy) {
 		chain = "(none: argument inspection is off)"
 	}
 	fmt.Fprintf(w, "inspectors:  %s\n", chain)
-	fmt.Fprintln(w, "max permissions (guard.max_permissions; a package declaring more is denied):")
-	for _, l := range []struct{ kind, level string }{
-		{"network", p.MaxPermissions.Network},
-		{"filesystem", p.MaxPermissions.Filesystem},
-		{"code_execution", p.MaxPermissions.CodeExecution},
-	} {
-		if l.level == "" {
-			l.level = "(no limit)"
-		}
-		fmt.Fprintf(w, "  %-15s %s\n", l.kind, l.level)
+	fmt.Fprintln(w, "max permissions (guard.max_permissions, permissions.* deny; a package declaring more is denied):")
+	printLevels(w, p.MaxPermissions)
+	if p.PromptPermissions != (dispatch.MaxPermissions{}) {
+		fmt.Fprintln(w, "prompt above (permissions.* prompt, sandboxed; a package declaring more is prompted for):")
+		printLevels(w, p.PromptPermissions)
 	}
 }
 
@@ -230,4 +226,17 @@ func envTrueOS(key string) bool {
 		return true
 	}
 	return false
+}
+
+func printLevels(w io.Writer, m dispatch.MaxPermissions) {
+	for _, l := range []struct{ kind, level string }{
+		{"network", m.Network},
+		{"filesystem", m.Filesystem},
+		{"code_execution", m.CodeExecution},
+	} {
+		if l.level == "" {
+			l.level = "(no limit)"
+		}
+		fmt.Fprintf(w, "  %-15s %s\n", l.kind, l.level)
+	}
 }

@@ -82,9 +82,24 @@ var Actions = []string{
 // pins a real one.
 const PlaceholderImage = "agentnode/sandbox@sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
-// Config is config.json. The json tags mirror the schema exactly.
+// Config is config.json. The json tags mirror the schema exactly. The
+// pointer fields are the AgentNode SDK's keys (sdk.go): nil when the file
+// does not have them, kept as written when it does, so a config the SDK
+// wrote keeps its keys, in the SDK's order, through setup and set.
 type Config struct {
-	Trust        Trust        `json:"trust"`
+	Version             *string `json:"version,omitempty"`
+	CreatedAt           *string `json:"created_at,omitempty"`
+	UpdatedAt           *string `json:"updated_at,omitempty"`
+	AutoUpgradePolicy   *string `json:"auto_upgrade_policy,omitempty"`
+	InstallConfirmation *string `json:"install_confirmation,omitempty"`
+
+	Trust Trust `json:"trust"`
+
+	Permissions  *SDKPermissions `json:"permissions,omitempty"`
+	Credentials  *SDKCredentials `json:"credentials,omitempty"`
+	RiskPolicies *RiskPolicies   `json:"risk_policies,omitempty"`
+	RunLog       *RunLog         `json:"run_log,omitempty"`
+
 	Sandbox      Sandbox      `json:"sandbox"`
 	Guard        Guard        `json:"guard"`
 	Lockfile     Lockfile     `json:"lockfile"`
@@ -98,6 +113,9 @@ type Trust struct {
 	MinimumTrustLevel string     `json:"minimum_trust_level"`
 	Keys              []TrustKey `json:"keys"`
 	Plugin            string     `json:"plugin"`
+	// AllowUnverified is the AgentNode SDK's trust.allow_unverified
+	// (accepted, not enforced).
+	AllowUnverified *bool `json:"allow_unverified,omitempty"`
 }
 
 // TrustKey is a pinned Ed25519 issuer key.
@@ -152,7 +170,10 @@ type Guard struct {
 	Strict        bool                 `json:"strict"`
 	ToolOverrides map[string]string    `json:"tool_overrides"`
 	RateLimits    map[string]RateLimit `json:"rate_limits"`
-	Inspectors    []string             `json:"inspectors"`
+	// AgentOverrides is the AgentNode SDK's guard.agent_overrides
+	// (accepted, not enforced).
+	AgentOverrides map[string]AgentOverride `json:"agent_overrides,omitempty"`
+	Inspectors     []string                 `json:"inspectors"`
 	// MaxPermissions is the permission ceiling (guard.max_permissions): a
 	// package that declares more than it allows is denied. Absent by
 	// default, and never written by setup.

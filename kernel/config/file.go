@@ -144,7 +144,8 @@ func Setup(path string) (created bool, added []string, err error) {
 }
 
 // List returns every leaf key of the schema with its effective value (the
-// file's, or the default when the file lacks it), sorted by key. Values are
+// file's, or the default when the file lacks it), sorted by key; the
+// AgentNode SDK's own keys only when the file has them. Values are
 // string, bool, int64, float64, []any or map[string]any; an optional key
 // without a default that is not set (guard.max_permissions.network) is nil.
 func List(path string) ([]KV, error) {
@@ -163,7 +164,10 @@ func List(path string) ([]KV, error) {
 	leaves, _ := leafKeys(st)
 	kvs := make([]KV, 0, len(leaves))
 	for _, k := range leaves {
-		v, _ := lookupPath(doc, strings.Split(k, "."))
+		v, ok := lookupPath(doc, strings.Split(k, "."))
+		if !ok && sdkStatus(st, k) != "" {
+			continue // an AgentNode SDK key the file does not have
+		}
 		kvs = append(kvs, KV{Key: k, Value: plain(v)})
 	}
 	return kvs, nil

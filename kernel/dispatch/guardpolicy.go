@@ -31,8 +31,13 @@ type GuardPolicy struct {
 	RateLimits RateLimits `json:"rate_limits"`
 	// Inspectors is the inspector chain, in order (deny wins).
 	Inspectors []string `json:"inspectors"`
-	// MaxPermissions is the permission ceiling (guard.max_permissions).
+	// MaxPermissions is the permission ceiling (guard.max_permissions,
+	// lowered by the AgentNode SDK's permissions.* deny).
 	MaxPermissions MaxPermissions `json:"max_permissions"`
+	// PromptPermissions are the highest levels that run without asking
+	// (the AgentNode SDK's permissions.* prompt and sandboxed); above them
+	// an allow becomes prompt.
+	PromptPermissions MaxPermissions `json:"prompt_permissions"`
 }
 
 // MaxPermissions is the highest permission level a package may declare, per
@@ -86,6 +91,11 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 			Network:       set.ceiling.Network,
 			Filesystem:    set.ceiling.Filesystem,
 			CodeExecution: set.ceiling.CodeExecution,
+		},
+		PromptPermissions: MaxPermissions{
+			Network:       set.promptCeiling.Network,
+			Filesystem:    set.promptCeiling.Filesystem,
+			CodeExecution: set.promptCeiling.CodeExecution,
 		},
 		RiskBands: []RiskBand{
 			{string(policy.Critical), policy.CriticalScore, "deny; nothing lifts it"},

@@ -31,7 +31,9 @@ type settings struct {
 	overrides           map[string]policy.Verdict
 	rateLimits          map[string]ratelimit.Limit
 	inspectors          []string
-	ceiling             policy.Permissions // guard.max_permissions ("" = no limit)
+	ceiling             policy.Permissions // guard.max_permissions and the SDK's permissions.* deny ("" = no limit)
+	ceilingKeys         map[string]string  // permission kind → the config keys that set its ceiling
+	promptCeiling       policy.Permissions // the SDK's permissions.* prompt/sandboxed
 	lockfileStrict      bool
 	agentSandboxEnabled bool
 	auditOpts           audit.Options
@@ -61,7 +63,7 @@ func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*sett
 		overrides:           map[string]policy.Verdict{},
 		rateLimits:          rateLimitsFrom(c.Guard.RateLimits),
 		inspectors:          c.Guard.Inspectors,
-		ceiling:             policy.Permissions(c.Guard.MaxPermissions),
+		ceilingKeys:         c.CeilingSources(),
 		lockfileStrict:      c.Lockfile.Strict,
 		agentSandboxEnabled: c.AgentSandbox.Enabled,
 		agentLLM:            c.AgentSandbox.LLM,
@@ -74,12 +76,23 @@ func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*sett
 	for _, k := range c.Trust.Keys {
 		s.trustKeys = append(s.trustKeys, trust.Key{ID: k.ID, PublicKey: k.PublicKey})
 	}
+	// The AgentNode SDK's permissions.* (specs/config.md): deny lowers the
+	// ceiling, prompt and sandboxed set the prompt ceiling.
+	sdkDeny, sdkPrompt := c.SDKCeilings()
+	s.ceiling = policy.Permissions(config.LowerCeiling(c.Guard.MaxPermissions, sdkDeny))
+	s.promptCeiling = policy.Permissions(sdkPrompt)
 	for action, v := range c.Guard.Policy() {
 		verdict, err := policy.ParseVerdict(v)
 		if err != nil {
 			return nil, reason.New(reason.ConfigInvalid, "%s: guard.%s: %w", path, action, err)
 		}
 		s.guardGlobal[policy.Action(action)] = verdict
+	}
+	// The SDK's risk_policies.external_write_capable: prompt or deny is a
+	// floor for write_external.
+	if floor := c.WriteExternalFloor(); floor != "" {
+		a := policy.Action("write_external")
+		s.guardGlobal[a] = policy.Stronger(s.guardGlobal[a], policy.Verdict(floor))
 	}
 	for tool, v := range c.Guard.ToolOverrides {
 		verdict, err := policy.ParseVerdict(v)

@@ -275,13 +275,18 @@ func stagePolicy(_ context.Context, st *state) error {
 			Filesystem:    st.pkg.Manifest.Permissions.Filesystem.Level,
 			CodeExecution: st.pkg.Manifest.Permissions.CodeExecution.Level,
 		},
-		Ceiling: st.set.ceiling,
+		Ceiling:       st.set.ceiling,
+		PromptCeiling: st.set.promptCeiling,
 	})
 	st.res.Risk, st.res.RiskBand = d.Score, string(d.Band)
 	st.res.GuardChain = append(st.res.GuardChain, "policy:"+string(d.Verdict))
 	if d.Verdict == policy.Deny {
 		if d.Rule == policy.RulePermission {
-			return reason.New(reason.PolicyDenied, "%s (guard.max_permissions)", d.Reason())
+			keys := st.set.ceilingKeys[d.PermissionKind()]
+			if keys == "" {
+				keys = "guard.max_permissions"
+			}
+			return reason.New(reason.PolicyDenied, "%s (%s)", d.Reason(), keys)
 		}
 		return reason.New(reason.PolicyDenied, "%s", d.Reason())
 	}

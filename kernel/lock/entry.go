@@ -27,7 +27,8 @@ type EntryInfo struct {
 // manifest as written: version, package_type, runtime, entrypoint (the
 // agent's, or the one every tool shares), artifact_hash, publisher_slug
 // (the manifest's publisher, so entries are canonical_version 3), tools
-// (capabilities.tools), permissions, agent, connector, env_requirements and,
+// (capabilities.tools), permissions (flat, as the AgentNode SDK has them:
+// network_level, ...), agent, connector, env_requirements and,
 // for MCP servers, mcp_command, mcp_env_keys, mcp_allowed_domains and the
 // preinstall fields mcp_preinstalled, mcp_preinstall ({manager, package,
 // version, artifact_hash}) and mcp_preinstall_command.
@@ -54,7 +55,8 @@ func EntryFor(p *store.Package, info EntryInfo) (*Value, error) {
 		e.Set("publisher_slug", Str(m.Publisher))
 	}
 	setIf(e, "tools", tools)
-	setIf(e, "permissions", raw.Get("permissions"))
+	// The flat form the AgentNode SDK writes and reads (permissions.go).
+	setIf(e, "permissions", flatPermissions(raw.Get("permissions")))
 	setIf(e, "agent", raw.Get("agent"))
 	setIf(e, "connector", raw.Get("connector"))
 	setIf(e, "env_requirements", raw.Get("env_requirements"))

@@ -98,8 +98,12 @@ func TestEntryFor(t *testing.T) {
 	if max := tools.Arr[0].Get("input_schema").Get("properties").Get("ratio").Get("maximum"); max == nil || max.Str != "1.5" {
 		t.Fatalf("input_schema numbers not kept: %s", Indented(tools.Arr[0]))
 	}
-	if e.Get("permissions").Get("filesystem").Get("level").Str != "temp" {
-		t.Fatal("permissions not copied")
+	// permissions in the flat form the AgentNode SDK reads, all five levels.
+	if got, want := string(Canonical(e.Get("permissions"))), `{"code_execution_level":"none","data_access_level":"input_only","filesystem_level":"temp","network_level":"none","user_approval_level":"never"}`; got != want {
+		t.Fatalf("permissions = %s, want %s", got, want)
+	}
+	if perms, shape, ok, err := EntryPermissions(e); err != nil || !ok || shape != ShapeFlat || perms.Filesystem != "temp" {
+		t.Fatalf("EntryPermissions = %+v, %s, %v, %v", perms, shape, ok, err)
 	}
 	if SelectCanonicalVersion(e) != 3 {
 		t.Fatal("install entries are canonical_version 3")

@@ -26,6 +26,11 @@ type Input struct {
 	// levels allowed (an empty field: no limit for that kind).
 	Permissions Permissions
 	Ceiling     Permissions
+	// PromptCeiling is the highest levels that run without asking: a
+	// declared level above it raises an allow to prompt (an empty field:
+	// no limit for that kind). It comes from the AgentNode SDK's
+	// permissions.* in the config (prompt, sandboxed).
+	PromptCeiling Permissions
 }
 
 // Rule names the step of Decide that decided.
@@ -49,6 +54,9 @@ const (
 	EscalationHighBand Escalation = "high_risk_band"
 	EscalationRoot     Escalation = "root"
 	EscalationSecrets  Escalation = "secrets_with_network"
+	// EscalationPermission: a declared permission level above
+	// Input.PromptCeiling.
+	EscalationPermission Escalation = "permission"
 )
 
 // internal error kinds of a Decision.
@@ -158,7 +166,24 @@ func Decide(in Input) Decision {
 			d.Verdict = Prompt
 		}
 	}
+	if d.Verdict == Allow {
+		if kind, p := checkCeiling(in.Permissions, in.PromptCeiling); p != permOK {
+			d.permKind, d.permProb = kind, p
+			d.declared, d.ceiling = pick(in.Permissions, kind), pick(in.PromptCeiling, kind)
+			d.Escalation, d.Verdict = EscalationPermission, Prompt
+		}
+	}
 	return d
+}
+
+// PermissionKind names the permission kind (network, filesystem,
+// code_execution) a RulePermission deny or an EscalationPermission prompt
+// is about, else "".
+func (d Decision) PermissionKind() string {
+	if d.permKind == 0 {
+		return ""
+	}
+	return permNames[d.permKind]
 }
 
 func (d Decision) deny(rule Rule, internal int) Decision {
@@ -236,6 +261,13 @@ func (d Decision) Reason() string {
 		why += "; raised to prompt: high-risk action while running as root"
 	case EscalationSecrets:
 		why += "; raised to prompt: high-risk action with network egress while secrets are in the environment"
+	case EscalationPermission:
+		name := permNames[d.permKind]
+		if d.permProb == permAbove {
+			why += fmt.Sprintf("; raised to prompt: the package declares %s level %q, above %q, which needs approval (permissions.%s)", name, d.declared, d.ceiling, name)
+		} else {
+			why += fmt.Sprintf("; raised to prompt: the package declares no known %s level (%q) (permissions.%s)", name, d.declared, name)
+		}
 	}
 	return why
 }

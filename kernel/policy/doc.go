@@ -14,10 +14,9 @@
 //  2. Critical risk (score ≥ 71, see Risk) always denies; no override,
 //     pre-approval or global setting lifts it.
 //  3. Permission ceilings: a declared network, filesystem or code execution
-//     level above the ceiling in Input.Ceiling denies. Nothing lifts it. The
-//     config has no ceiling keys yet, so dispatch passes an empty ceiling
-//     (no check); callers such as an agent runtime that confines the tools it
-//     calls set one.
+//     level above the ceiling in Input.Ceiling denies. Nothing lifts it.
+//     dispatch passes guard.max_permissions, lowered by the AgentNode SDK's
+//     permissions.* deny (specs/config.md).
 //  4. The per-tool override (guard.tool_overrides, "PKG/TOOL"), ignored in
 //     strict mode. An override is final: it is the user's decision for that
 //     one tool, so environment escalation does not change it.
@@ -36,6 +35,9 @@
 // the call has a high-risk action type (delete, write_external, execute,
 // credential_use) and the risk band is high, or agentnode runs as root, or
 // secrets are present in the environment while the tool has network egress.
+// Last, an allow becomes prompt when a declared permission level is above
+// Input.PromptCeiling (the AgentNode SDK's permissions.* prompt and
+// sandboxed); a tool override, which returns earlier, is not raised.
 // Escalation only ever turns allow into prompt; non-interactive runs (CI,
 // AGENTNODE_NON_INTERACTIVE, no TTY) then deny with policy_prompt.
 //

@@ -1,0 +1,303 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// sdkConfig is a config.json in the shape the AgentNode SDK's
+// save_config writes its defaults (json.dumps with indent=2 of DEFAULTS,
+// timestamps filled in): the current SDK with guard and agent_sandbox.
+const sdkConfig = `{
+  "version": "1",
+  "created_at": "2026-06-01T08:30:00.123456+00:00",
+  "updated_at": "2026-06-02T09:00:00.654321+00:00",
+  "auto_upgrade_policy": "safe",
+  "install_confirmation": "auto",
+  "trust": {
+    "minimum_trust_level": "verified"
+  },
+  "permissions": {
+    "network": "prompt",
+    "filesystem": "prompt",
+    "code_execution": "sandboxed"
+  },
+  "credentials": {
+    "require_before_auto_install": true
+  },
+  "risk_policies": {
+    "external_write_capable": "log"
+  },
+  "guard": {
+    "delete": "prompt",
+    "write_external": "prompt",
+    "execute": "prompt",
+    "credential_use": "prompt",
+    "network_egress": "allow",
+    "write_local": "allow",
+    "read": "allow",
+    "compute": "allow",
+    "unknown": "prompt"
+  },
+  "agent_sandbox": {
+    "enabled": false
+  }
+}
+`
+
+// sdkConfigOld is what SDK releases before Guard wrote: no guard or
+// agent_sandbox, and trust.allow_unverified.
+const sdkConfigOld = `{
+  "version": "1",
+  "created_at": "2026-03-01T08:30:00+00:00",
+  "updated_at": "2026-03-01T08:30:00+00:00",
+  "auto_upgrade_policy": "off",
+  "install_confirmation": "prompt",
+  "trust": {
+    "minimum_trust_level": "trusted",
+    "allow_unverified": false
+  },
+  "permissions": {
+    "network": "deny",
+    "filesystem": "deny",
+    "code_execution": "prompt"
+  },
+  "credentials": {
+    "require_before_auto_install": false
+  }
+}
+`
+
+func writeSDK(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.json")
+	writeFile(t, path, content)
+	return path
+}
+
+func TestSDKConfigLoads(t *testing.T) {
+	c, err := Load(writeSDK(t, sdkConfig))
+	if err != nil {
+		t.Fatalf("SDK-written config: %v", err)
+	}
+	// Absent agentnode sections take the secure defaults.
+	d := Defaults()
+	if !reflect.DeepEqual(c.Sandbox, d.Sandbox) || c.Lockfile != d.Lockfile || c.Audit != d.Audit ||
+		!reflect.DeepEqual(c.LLM, d.LLM) || c.Guard.Strict || !reflect.DeepEqual(c.Guard.Inspectors, d.Guard.Inspectors) {
+		t.Errorf("missing sections did not take the defaults: %+v", c)
+	}
+	if c.AgentSandbox.Enabled || c.Trust.MinimumTrustLevel != TrustVerified || c.Guard.Delete != Prompt || c.Guard.Read != Allow {
+		t.Errorf("shared keys misread: %+v", c)
+	}
+	if c.Version == nil || *c.Version != "1" || c.Permissions == nil || *c.Permissions.CodeExecution != "sandboxed" ||
+		c.Credentials == nil || !*c.Credentials.RequireBeforeAutoInstall || *c.RiskPolicies.ExternalWriteCapable != "log" {
+		t.Errorf("SDK keys not kept: %+v", c)
+	}
+
+	old, err := Load(writeSDK(t, sdkConfigOld))
+	if err != nil {
+		t.Fatalf("older SDK config: %v", err)
+	}
+	if old.Trust.MinimumTrustLevel != TrustTrusted || old.Trust.AllowUnverified == nil || *old.Trust.AllowUnverified ||
+		old.Guard.Unknown != Prompt || old.AgentSandbox.Enabled {
+		t.Errorf("older SDK config misread: %+v", old)
+	}
+}
+
+func TestSDKPermissionMapping(t *testing.T) {
+	c, err := Load(writeSDK(t, sdkConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny, prompt := c.SDKCeilings()
+	if deny != (MaxPermissions{}) {
+		t.Errorf("SDK defaults deny nothing, got ceiling %+v", deny)
+	}
+	if want := (MaxPermissions{Network: "restricted", Filesystem: "workspace_read", CodeExecution: "limited_subprocess"}); prompt != want {
+		t.Errorf("prompt ceiling = %+v, want %+v", prompt, want)
+	}
+	old, err := Load(writeSDK(t, sdkConfigOld))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny, prompt = old.SDKCeilings()
+	if want := (MaxPermissions{Network: "none", Filesystem: "temp"}); deny != want {
+		t.Errorf("deny ceiling = %+v, want %+v", deny, want)
+	}
+	if want := (MaxPermissions{CodeExecution: "none"}); prompt != want {
+		t.Errorf("prompt ceiling = %+v, want %+v", prompt, want)
+	}
+	// guard.max_permissions and permissions.* together: the lower wins.
+	old.Guard.MaxPermissions = MaxPermissions{Network: "restricted", Filesystem: "any", CodeExecution: "limited_subprocess"}
+	got := LowerCeiling(old.Guard.MaxPermissions, deny)
+	if want := (MaxPermissions{Network: "none", Filesystem: "temp", CodeExecution: "limited_subprocess"}); got != want {
+		t.Errorf("LowerCeiling = %+v, want %+v", got, want)
+	}
+	if src := old.CeilingSources(); src["network"] != "guard.max_permissions, permissions.network" || src["code_execution"] != "guard.max_permissions" {
+		t.Errorf("CeilingSources = %v", src)
+	}
+	// An agentnode config without the SDK's keys: no mapping at all.
+	if deny, prompt := Defaults().SDKCeilings(); deny != (MaxPermissions{}) || prompt != (MaxPermissions{}) {
+		t.Errorf("agentnode defaults map to %+v, %+v", deny, prompt)
+	}
+
+	for v, want := range map[string]string{"allow": "", "log": "", "prompt": Prompt, "deny": Deny} {
+		c, err := Load(writeSDK(t, strings.Replace(sdkConfig, `"external_write_capable": "log"`, `"external_write_capable": "`+v+`"`, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.WriteExternalFloor(); got != want {
+			t.Errorf("external_write_capable %s: floor %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestSDKConfigBadValuesFailClosed(t *testing.T) {
+	cases := []struct{ from, to, key string }{
+		{`"network": "prompt"`, `"network": "sometimes"`, "permissions.network"},
+		{`"code_execution": "sandboxed"`, `"code_execution": "allow"`, "permissions.code_execution"},
+		{`"external_write_capable": "log"`, `"external_write_capable": "block"`, "risk_policies.external_write_capable"},
+		{`"delete": "prompt"`, `"delete": "ask"`, "guard.delete"},
+		{`"minimum_trust_level": "verified"`, `"minimum_trust_level": "gold"`, "trust.minimum_trust_level"},
+		{`"version": "1"`, `"version": "2"`, "version"},
+		{`"require_before_auto_install": true`, `"require_before_auto_install": "yes"`, "credentials.require_before_auto_install"},
+		{`"auto_upgrade_policy": "safe"`, `"auto_upgrade_policy": "always"`, "auto_upgrade_policy"},
+		{`"enabled": false`, `"enabled": "no"`, "agent_sandbox.enabled"},
+		// A key nobody defines is still refused.
+		{`"install_confirmation": "auto",`, `"install_confirmation": "auto", "telemetry": true,`, "telemetry"},
+		{`"unknown": "prompt"`, `"unknown": "prompt", "yolo": "allow"`, "guard.yolo"},
+	}
+	for _, tc := range cases {
+		doc := strings.Replace(sdkConfig, tc.from, tc.to, 1)
+		if doc == sdkConfig {
+			t.Fatalf("%s: replacement did not apply", tc.key)
+		}
+		_, err := Load(writeSDK(t, doc))
+		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.key+":") {
+			t.Errorf("%s: err = %v; want config_invalid naming the key", tc.key, err)
+		}
+	}
+	// Without "version" a file is not the SDK's: agentnode's sections are
+	// required again, so {} or a stray file is never taken for a config.
+	doc := strings.Replace(sdkConfig, `"version": "1",`, ``, 1)
+	if _, err := Load(writeSDK(t, doc)); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "llm: required key is missing") {
+		t.Errorf("without version: %v", err)
+	}
+}
+
+func TestSDKConfigSetupKeepsKeys(t *testing.T) {
+	path := writeSDK(t, sdkConfig)
+	created, added, err := Setup(path)
+	if err != nil || created || len(added) == 0 {
+		t.Fatalf("Setup = %v, %v, %v", created, added, err)
+	}
+	if contains(added, "permissions.network") || contains(added, "version") || !contains(added, "sandbox.image") {
+		t.Errorf("added = %v", added)
+	}
+	assertNoTemps(t, path)
+	after := readFile(t, path)
+	var before, got map[string]any
+	if err := json.Unmarshal([]byte(sdkConfig), &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(after, &got); err != nil {
+		t.Fatal(err)
+	}
+	// Every key the SDK wrote is still there with its value.
+	var walk func(prefix string, want, have map[string]any)
+	walk = func(prefix string, want, have map[string]any) {
+		for k, v := range want {
+			h, ok := have[k]
+			switch w := v.(type) {
+			case map[string]any:
+				hm, _ := h.(map[string]any)
+				walk(prefix+k+".", w, hm)
+			default:
+				if !ok || !reflect.DeepEqual(h, v) {
+					t.Errorf("%s%s: %v after setup, was %v", prefix, k, h, v)
+				}
+			}
+		}
+	}
+	walk("", before, got)
+	// The SDK's top-level keys come first, in the SDK's order.
+	for i, k := range []string{`"version"`, `"created_at"`, `"updated_at"`, `"auto_upgrade_policy"`, `"install_confirmation"`, `"trust"`, `"permissions"`, `"credentials"`, `"risk_policies"`, `"sandbox"`} {
+		if i > 0 && bytes.Index(after, []byte(k)) < 0 {
+			t.Errorf("%s missing", k)
+		}
+	}
+	if bytes.Index(after, []byte(`"version"`)) > bytes.Index(after, []byte(`"permissions"`)) ||
+		bytes.Index(after, []byte(`"permissions"`)) > bytes.Index(after, []byte(`"sandbox"`)) {
+		t.Errorf("key order:\n%s", after)
+	}
+	// A second setup has nothing to add and leaves the file as it is.
+	if _, added, err := Setup(path); err != nil || added != nil {
+		t.Fatalf("second Setup = %v, %v", added, err)
+	}
+	if !bytes.Equal(readFile(t, path), after) {
+		t.Error("second setup rewrote the file")
+	}
+	// The file still loads, and set keeps the SDK's keys too.
+	if err := Set(path, "permissions.network", "deny"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.Permissions.Network != Deny || *c.CreatedAt != "2026-06-01T08:30:00.123456+00:00" || *c.RiskPolicies.ExternalWriteCapable != "log" {
+		t.Errorf("after set: %+v", c)
+	}
+	if err := Set(path, "permissions.network", "maybe"); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "permissions.network") {
+		t.Errorf("set of a bad value: %v", err)
+	}
+}
+
+func TestSDKKeysReport(t *testing.T) {
+	c, err := Load(writeSDK(t, strings.Replace(sdkConfig, `"unknown": "prompt"`,
+		`"unknown": "prompt", "agent_overrides": {"research-agent": {"pre_approved_actions": ["read", "network_egress"]}}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.SDKKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]SDKKey{}
+	for _, k := range keys {
+		got[k.Key] = k
+	}
+	for key, status := range map[string]string{
+		"permissions.network":                     SDKMapped,
+		"permissions.code_execution":              SDKMapped,
+		"risk_policies.external_write_capable":    SDKMapped,
+		"auto_upgrade_policy":                     SDKNotEnforced,
+		"install_confirmation":                    SDKNotEnforced,
+		"credentials.require_before_auto_install": SDKNotEnforced,
+		"guard.agent_overrides":                   SDKNotEnforced,
+		"version":                                 SDKNotEnforced,
+	} {
+		if got[key].Status != status || got[key].Effect == "" {
+			t.Errorf("%s: %+v, want status %s", key, got[key], status)
+		}
+	}
+	if e := got["permissions.network"].Effect; !strings.Contains(e, "above restricted are prompted") {
+		t.Errorf("permissions.network effect = %q", e)
+	}
+	for _, shared := range []string{"trust.minimum_trust_level", "guard.delete", "agent_sandbox.enabled"} {
+		if _, ok := got[shared]; ok {
+			t.Errorf("%s is agentnode's own key, reported as the SDK's", shared)
+		}
+	}
+	// An agentnode config has none.
+	if keys, err := Defaults().SDKKeys(); err != nil || len(keys) != 0 {
+		t.Errorf("Defaults().SDKKeys() = %v, %v", keys, err)
+	}
+}
