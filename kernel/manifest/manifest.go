@@ -49,9 +49,13 @@ const (
 	RuntimeMCP    = "mcp"
 )
 
+// LevelNone is the lowest level of each permission: network, filesystem
+// and code_execution.
+const LevelNone = "none"
+
 // Network permission levels.
 const (
-	NetworkNone         = "none"
+	NetworkNone         = LevelNone
 	NetworkRestricted   = "restricted"
 	NetworkUnrestricted = "unrestricted"
 )
@@ -348,6 +352,7 @@ func decode(raw []byte) (*Manifest, []Problem) {
 	m := w.Manifest
 	m.Tools = w.Capabilities.Tools
 	m.Raw = raw
+	applyDefaults(&m)
 	if len(m.Agent) == 0 {
 		return &m, nil
 	}
@@ -379,4 +384,28 @@ func decode(raw []byte) (*Manifest, []Problem) {
 		m.Limits = a.Limits
 	}
 	return &m, nil
+}
+
+// applyDefaults fills in what ANP 0.2 defaults when a manifest leaves it
+// out (AgentNode's normalize_manifest; a 0.1 manifest must say it, which
+// the schema checks), and gives every runtime python tool without an
+// entrypoint of its own the package-level one.
+func applyDefaults(m *Manifest) {
+	if m.ManifestVersion == "0.2" {
+		if m.Runtime == "" {
+			m.Runtime = RuntimePython
+		}
+		for _, l := range []*string{&m.Permissions.Network.Level, &m.Permissions.Filesystem.Level, &m.Permissions.CodeExecution.Level} {
+			if *l == "" {
+				*l = LevelNone
+			}
+		}
+	}
+	if m.Runtime == RuntimePython && m.Entrypoint != "" {
+		for i := range m.Tools {
+			if m.Tools[i].Entrypoint == "" {
+				m.Tools[i].Entrypoint, m.Tools[i].FromPackage = m.Entrypoint, true
+			}
+		}
+	}
 }
