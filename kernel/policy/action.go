@@ -229,81 +229,86 @@ func Classify(in ClassifyInput) []Action {
 //  5. the first known word in between;
 //  6. else unknown.
 func ClassifyName(name string) Action {
-	var w struct {
-		n                                     int
-		first, last, middle                   Action
-		firstKnown, firstNoun, lastKnown, del bool
-		secret                                bool
-	}
-	var buf [maxWord]byte
-	forWords(name, buf[:], func(word []byte) {
+	var (
+		n                                int
+		first, last, middle              Action
+		firstKnown, firstNoun, lastKnown bool
+		del, secret                      bool
+	)
+	ws := words{name: name}
+	for word, ok := ws.next(); ok; word, ok = ws.next() {
 		a, known := nameWords[string(word)] // string(bytes) as a map index does not allocate
-		w.del = w.del || a == Delete
-		w.secret = w.secret || secretWords[string(word)]
-		w.n++
-		if w.n == 1 {
-			w.first, w.firstKnown, w.firstNoun = a, known, nounVerbs[string(word)]
-			return
+		del = del || a == Delete
+		secret = secret || secretWords[string(word)]
+		n++
+		if n == 1 {
+			first, firstKnown, firstNoun = a, known, nounVerbs[string(word)]
+			continue
 		}
-		if w.n >= 3 && w.lastKnown && w.middle == "" {
-			w.middle = w.last // the previous word is in between
+		if n >= 3 && lastKnown && middle == "" {
+			middle = last // the previous word is in between
 		}
-		w.last, w.lastKnown = a, known
-	})
+		last, lastKnown = a, known
+	}
 	switch {
-	case w.del:
+	case del:
 		return Delete
-	case w.secret:
+	case secret:
 		return CredentialUse
-	case w.firstKnown && !(w.firstNoun && w.lastKnown):
-		return w.first
-	case w.lastKnown:
-		return w.last
-	case w.middle != "":
-		return w.middle
+	case firstKnown && !(firstNoun && lastKnown):
+		return first
+	case lastKnown:
+		return last
+	case middle != "":
+		return middle
 	}
 	return Unknown
 }
 
-// maxWord bounds a word's length; longer words are not looked up.
+// maxWord bounds a word's length; a longer word is not looked up.
 const maxWord = 32
 
-// forWords calls f with each word of name, lower-cased in buf (valid only
-// during the call). A word longer than buf is passed as empty: it counts as
-// a word and matches nothing.
-func forWords(name string, buf []byte, f func([]byte)) {
-	n, long := 0, false
-	flush := func() {
-		if long {
-			n = 0
-		}
-		if n > 0 || long {
-			f(buf[:n])
-		}
-		n, long = 0, false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		upper, lower, digit := isUpper(c), 'a' <= c && c <= 'z', '0' <= c && c <= '9'
-		if !upper && !lower && !digit {
-			flush()
+// words cuts a name into lower-case words at bytes other than ASCII
+// letters and digits and at camelCase humps (aB, 1B, and the last capital
+// of ABc).
+type words struct {
+	name string
+	i    int
+	buf  [maxWord]byte
+}
+
+// next returns the next word, valid until the following call; a word
+// longer than maxWord is returned empty (it counts as a word and matches
+// nothing).
+func (w *words) next() ([]byte, bool) {
+	n, long, started := 0, false, false
+	for ; w.i < len(w.name); w.i++ {
+		c := w.name[w.i]
+		upper := isUpper(c)
+		if !upper && !('a' <= c && c <= 'z') && !('0' <= c && c <= '9') {
+			if started {
+				break
+			}
 			continue
 		}
-		// A hump: aB, 1B, and the last capital of ABc.
-		if upper && i > 0 && (!isUpper(name[i-1]) || i+1 < len(name) && 'a' <= name[i+1] && name[i+1] <= 'z') {
-			flush()
+		if started && upper && (!isUpper(w.name[w.i-1]) || w.i+1 < len(w.name) && 'a' <= w.name[w.i+1] && w.name[w.i+1] <= 'z') {
+			break // a hump: c starts the next word
 		}
+		started = true
 		if upper {
 			c += 'a' - 'A'
 		}
-		if n == len(buf) {
+		if n == len(w.buf) {
 			long = true
 			continue
 		}
-		buf[n] = c
+		w.buf[n] = c
 		n++
 	}
-	flush()
+	if long {
+		n = 0
+	}
+	return w.buf[:n], started
 }
 
 func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
