@@ -2,6 +2,7 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,3 +105,26 @@ func TestClassifyNameDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// FuzzClassifyName: any name gives one of the action types, and the same
+// one for its words written in any case with any separator.
+func FuzzClassifyName(f *testing.F) {
+	for _, s := range []string{"web_search", "getHTTPStatus", "email_summary", "list_and_purge", "ß_ÄB", "a\x00b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		a := ClassifyName(name)
+		if bit(a) == bitInvalid {
+			t.Fatalf("ClassifyName(%q) = %q", name, a)
+		}
+		var parts []string
+		ws := words{name: name}
+		for w, ok := ws.next(); ok; w, ok = ws.next() {
+			parts = append(parts, string(w))
+		}
+		if again := ClassifyName(strings.ToUpper(strings.Join(parts, "-"))); again != a && !slices.Contains(parts, "") {
+			t.Fatalf("ClassifyName(%q) = %s, but %s for its words %q", name, a, again, parts)
+		}
+	})
+}
+
