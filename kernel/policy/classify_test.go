@@ -127,4 +127,3 @@ func FuzzClassifyName(f *testing.F) {
 		}
 	})
 }
-
