@@ -1,5 +1,7 @@
 // Package manifest loads and checks a package's agentnode.yaml, a superset
-// of AgentNode's ANP 0.2 manifest (specs/manifest.md).
+// of AgentNode's ANP 0.1 and 0.2 manifests (specs/manifest.md). ANP 0.2's
+// defaults are applied (runtime python, permissions none), and a python
+// tool without an entrypoint gets the package-level one (Tool.FromPackage).
 //
 // Load is strict and fails closed: the YAML must be one document without
 // duplicate keys, anchors or aliases; it must validate against
@@ -7,9 +9,9 @@
 // are caught), including the package-type rules (toolpack, agent and
 // mcp_server each with their runtimes and required sections); and it must
 // pass the checks a schema cannot express (strict semver, unique tool
-// names, input schemas that compile, and for runtime exec entrypoints,
+// names, input schemas that compile, for runtime exec entrypoints,
 // agent.entrypoint too, that are executable regular files inside the
-// package).
+// package, for runtime python that they are module.path[:function]).
 // Every problem is reported with the file and the dotted path of the field.
 package manifest
 
