@@ -360,6 +360,23 @@ func TestRunToolNestedPipeline(t *testing.T) {
 	}
 }
 
+// TestRunToolMaxToolCallsZero: max_tool_calls 0 (AgentNode's LLM-only
+// agents) allows no tool call at all: the first is refused host-side and
+// reaches no pipeline.
+func TestRunToolMaxToolCallsZero(t *testing.T) {
+	m := testAgentManifest()
+	m.Limits.MaxToolCalls = intp(0)
+	st := agentState(t, m, nil)
+	a := startSession(t, st)
+	rep := a.send(`{"id":1,"type":"run_tool","package":"allowed-tools","tool":"t","input":{}}`)
+	if rep["ok"] != false || rep["code"] != "rate_limited" || !strings.Contains(rep["error"].(string), "limits.max_tool_calls") {
+		t.Fatalf("first call: %v", rep)
+	}
+	if n := len(records(t, st, "decision")); n != 0 {
+		t.Fatalf("a call under max_tool_calls 0 reached a pipeline (%d decision records)", n)
+	}
+}
+
 // TestCallLLMRefusedHostSide covers the refusals before the broker: none
 // needs a plugin, and each is one llm_call deny record without content.
 func TestCallLLMRefusedHostSide(t *testing.T) {

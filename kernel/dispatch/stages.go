@@ -71,6 +71,7 @@ func stageArtifact(_ context.Context, st *state) error {
 		ToolName:           tool.Name,
 		DeclaredAction:     tool.ActionType,
 		NetworkLevel:       pkg.Manifest.Permissions.Network.Level,
+		FilesystemLevel:    pkg.Manifest.Permissions.Filesystem.Level,
 		CodeExecutionLevel: pkg.Manifest.Permissions.CodeExecution.Level,
 		Connector:          pkg.Manifest.Connector != nil,
 	})

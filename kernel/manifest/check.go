@@ -22,8 +22,26 @@ var semverRe = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 // version.
 func ValidSemver(v string) bool { return semverRe.MatchString(v) }
 
-// pythonEntrypointRe is module.path:function (ANP 0.2 tool entrypoints).
-var pythonEntrypointRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$`)
+// pythonModuleRe is a dotted Python module path; pythonEntrypointRe is
+// module.path or module.path:function (ANP's entrypoints, the package's
+// and its tools'); pythonFunctionRe is module.path:function (agent
+// entrypoints). Every part is an (ASCII) Python identifier.
+const pythonModuleRe = `[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*`
+
+var (
+	pythonEntrypointRe = regexp.MustCompile(`^` + pythonModuleRe + `(:[A-Za-z_][A-Za-z0-9_]*)?$`)
+	pythonFunctionRe   = regexp.MustCompile(`^` + pythonModuleRe + `:[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// pythonEntrypointProblem says why ep is not a Python entrypoint of the
+// form want describes.
+func pythonEntrypointProblem(ep, want string) string {
+	msg := fmt.Sprintf("%q is not a Python entrypoint: write %s (Python identifiers joined by dots, e.g. my_pack.tool:run)", ep, want)
+	if strings.ContainsAny(ep, `/\`) || strings.HasSuffix(ep, ".py") {
+		msg += "; it names a module, not a file path"
+	}
+	return msg
+}
 
 // check does what the schema cannot: cross-field and file-system checks.
 func check(m *Manifest, dir string, schemas bool) []Problem {
@@ -44,10 +62,13 @@ func check(m *Manifest, dir string, schemas bool) []Problem {
 				bad("agent.entrypoint", "%s", msg)
 			}
 		case RuntimePython:
-			if !pythonEntrypointRe.MatchString(m.AgentEntrypoint) {
-				bad("agent.entrypoint", "%q is not module.path:function", m.AgentEntrypoint)
+			if !pythonFunctionRe.MatchString(m.AgentEntrypoint) {
+				bad("agent.entrypoint", "%s", pythonEntrypointProblem(m.AgentEntrypoint, "module.path:function"))
 			}
 		}
+	}
+	if m.Runtime == RuntimePython && m.Entrypoint != "" && !pythonEntrypointRe.MatchString(m.Entrypoint) {
+		bad("entrypoint", "%s", pythonEntrypointProblem(m.Entrypoint, "module.path or module.path:function"))
 	}
 	if m.MCP != nil && len(m.MCP.AllowedDomains) > 0 && m.Permissions.Network.Level == NetworkNone {
 		bad("mcp_server.allowed_domains", "must be empty when permissions.network.level is none")
@@ -71,18 +92,43 @@ func check(m *Manifest, dir string, schemas bool) []Problem {
 				}
 			}
 		}
-		switch m.Runtime {
-		case RuntimeExec:
-			if msg := checkExecEntrypoint(dir, t.Entrypoint); msg != "" {
-				bad(f+".entrypoint", "%s", msg)
-			}
-		case RuntimePython:
-			if !pythonEntrypointRe.MatchString(t.Entrypoint) {
-				bad(f+".entrypoint", "%q is not module.path:function", t.Entrypoint)
-			}
-		}
+		problems = append(problems, checkToolEntrypoint(m, dir, f+".entrypoint", &m.Tools[i])...)
 	}
 	return problems
+}
+
+// checkToolEntrypoint checks the entrypoint of tool t (at field) of the
+// package in dir.
+func checkToolEntrypoint(m *Manifest, dir, field string, t *Tool) []Problem {
+	bad := func(format string, args ...any) []Problem {
+		return []Problem{{Field: field, Msg: fmt.Sprintf(format, args...)}}
+	}
+	switch m.Runtime {
+	case RuntimeExec:
+		if t.Entrypoint == "" {
+			return bad("missing: runtime exec needs a path to an executable inside the package for every tool")
+		}
+		if msg := checkExecEntrypoint(dir, t.Entrypoint); msg != "" {
+			return bad("%s", msg)
+		}
+	case RuntimePython:
+		switch {
+		case t.Entrypoint == "":
+			return bad("missing: name module.path:function here, or the package-level entrypoint")
+		case t.FromPackage && m.ManifestVersion == "0.2" && len(m.Tools) > 1:
+			// ANP 0.2: no silent fallback for a package of several tools.
+			return bad("missing: a 0.2 manifest with several tools names each tool's own entrypoint (module.path:function)")
+		case t.FromPackage:
+			// The package-level entrypoint, checked as such.
+		case !pythonEntrypointRe.MatchString(t.Entrypoint):
+			return bad("%s", pythonEntrypointProblem(t.Entrypoint, "module.path:function or module.path"))
+		}
+	case RuntimeMCP:
+		if t.Entrypoint == "" {
+			return bad("missing: runtime mcp needs the tool's name on the MCP server")
+		}
+	}
+	return nil
 }
 
 // checkExecEntrypoint returns what is wrong with ep as an exec entrypoint

@@ -26,6 +26,7 @@ func FuzzParse(f *testing.F) {
 		flatManifest + "description: a\x00b\n",
 		flatManifest + "description: !!binary wP8=\n",
 		flatManifest + "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n",
+		anp01Toolpack, anp02Toolpack, llmOnlyAgent, orchestratorAgent, fixtureToolpack,
 	} {
 		f.Add([]byte(s))
 	}

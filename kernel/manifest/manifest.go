@@ -1,5 +1,7 @@
 // Package manifest loads and checks a package's agentnode.yaml, a superset
-// of AgentNode's ANP 0.2 manifest (specs/manifest.md).
+// of AgentNode's ANP 0.1 and 0.2 manifests (specs/manifest.md). ANP 0.2's
+// defaults are applied (runtime python, permissions none), and a python
+// tool without an entrypoint gets the package-level one (Tool.FromPackage).
 //
 // Load is strict and fails closed: the YAML must be one document without
 // duplicate keys, anchors or aliases; it must validate against
@@ -7,9 +9,9 @@
 // are caught), including the package-type rules (toolpack, agent and
 // mcp_server each with their runtimes and required sections); and it must
 // pass the checks a schema cannot express (strict semver, unique tool
-// names, input schemas that compile, and for runtime exec entrypoints,
+// names, input schemas that compile, for runtime exec entrypoints,
 // agent.entrypoint too, that are executable regular files inside the
-// package).
+// package, for runtime python that they are module.path[:function]).
 // Every problem is reported with the file and the dotted path of the field.
 package manifest
 
@@ -49,9 +51,13 @@ const (
 	RuntimeMCP    = "mcp"
 )
 
+// LevelNone is the lowest level of each permission: network, filesystem
+// and code_execution.
+const LevelNone = "none"
+
 // Network permission levels.
 const (
-	NetworkNone         = "none"
+	NetworkNone         = LevelNone
 	NetworkRestricted   = "restricted"
 	NetworkUnrestricted = "unrestricted"
 )
@@ -348,6 +354,7 @@ func decode(raw []byte) (*Manifest, []Problem) {
 	m := w.Manifest
 	m.Tools = w.Capabilities.Tools
 	m.Raw = raw
+	applyDefaults(&m)
 	if len(m.Agent) == 0 {
 		return &m, nil
 	}
@@ -379,4 +386,28 @@ func decode(raw []byte) (*Manifest, []Problem) {
 		m.Limits = a.Limits
 	}
 	return &m, nil
+}
+
+// applyDefaults fills in what ANP 0.2 defaults when a manifest leaves it
+// out (AgentNode's normalize_manifest; a 0.1 manifest must say it, which
+// the schema checks), and gives every runtime python tool without an
+// entrypoint of its own the package-level one.
+func applyDefaults(m *Manifest) {
+	if m.ManifestVersion == "0.2" {
+		if m.Runtime == "" {
+			m.Runtime = RuntimePython
+		}
+		for _, l := range []*string{&m.Permissions.Network.Level, &m.Permissions.Filesystem.Level, &m.Permissions.CodeExecution.Level} {
+			if *l == "" {
+				*l = LevelNone
+			}
+		}
+	}
+	if m.Runtime == RuntimePython && m.Entrypoint != "" {
+		for i := range m.Tools {
+			if m.Tools[i].Entrypoint == "" {
+				m.Tools[i].Entrypoint, m.Tools[i].FromPackage = m.Entrypoint, true
+			}
+		}
+	}
 }

@@ -227,6 +227,8 @@ categories: ["productivity"]
 	}
 }
 
+// Required fields, in a 0.1 manifest (ANP 0.2 defaults runtime and the
+// permissions: TestANP02Defaults).
 func TestRequiredFields(t *testing.T) {
 	cases := []struct {
 		field string
@@ -257,6 +259,7 @@ func TestRequiredFields(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.field, func(t *testing.T) {
 			m := baseManifest()
+			m["manifest_version"] = "0.1"
 			if c.drop == nil {
 				delete(m, c.field)
 			} else {

@@ -3,9 +3,11 @@
 // kernel/dispatch, which feeds Decide and acts on its verdict.
 //
 // Classify turns a tool into action types (AgentNode's Guard classes, the guard.<action> keys of specs/config.md): the
-// tool's declared action_type, else a name-prefix heuristic; a declared
-// network adds network_egress, declared code execution adds execute, a
-// declared connector adds credential_use.
+// tool's declared action_type; else compute when the package declares
+// network, filesystem and code execution all none; else the words of the
+// tool's name (ClassifyName, specs/manifest.md "Classification of tools").
+// A declared network adds network_egress, declared code execution adds
+// execute, a declared connector adds credential_use.
 //
 // Decide applies, in this order, and the first step that decides wins:
 //
