@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -19,7 +19,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/plugin"
-	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
 	"github.com/agentnode/agentnode/sdk/trust/attestation"
@@ -218,7 +217,7 @@ func stagePlacement(ctx context.Context, st *state) error {
 			}
 		}
 		if m.Runtime == manifest.RuntimePython {
-			if err := checkHostPython(); err != nil {
+			if err := hostexec.CheckPython(); err != nil {
 				return err
 			}
 		}
@@ -288,21 +287,6 @@ func sandboxImage(st *state) (string, error) {
 				"build and pin it with `agentnode sandbox build --python`", toolName(st))
 	}
 	return st.set.pythonImage, nil
-}
-
-// checkHostPython refuses a host placement of a `runtime: python` tool when
-// the host has no usable python.Interpreter (runtime_unsupported; the host
-// executor checks the same again).
-func checkHostPython() error {
-	fi, err := os.Stat(python.Interpreter)
-	if err == nil && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0) {
-		err = errors.New("not an executable file")
-	}
-	if err != nil {
-		return reason.New(reason.RuntimeUnsupported,
-			"runtime python on the host needs %s (Debian's python3-minimal): %w", python.Interpreter, err)
-	}
-	return nil
 }
 
 // sandboxError turns "the backend plugin is missing or broken" into

@@ -505,6 +505,17 @@ func resolvePython(req *Request) (string, error) {
 	return resolvePackageDir(req.PackageDir, refuse)
 }
 
+// CheckPython checks that the host has the interpreter of `runtime: python`
+// tools (python.Interpreter, as Run checks it): runtime_unsupported
+// otherwise. Placement and doctor ask before anything runs.
+func CheckPython() error {
+	if err := checkInterpreter(python.Interpreter); err != nil {
+		return reason.New(reason.RuntimeUnsupported,
+			"runtime python on the host needs %s (Debian's python3-minimal): %v", python.Interpreter, err)
+	}
+	return nil
+}
+
 // checkInterpreter refuses an interpreter that is not an absolute path to
 // a regular executable file.
 func checkInterpreter(p string) error {
