@@ -45,9 +45,23 @@ CASES = [
 ]
 
 
+def direct(pack, entrypoint, inp):
+    """The response the function gives called directly (DIRECT)."""
+    module, name = entrypoint.split(":")
+    d = subprocess.run(["/usr/bin/python3", "-I", "-S", "-B", "-c", DIRECT, os.path.abspath(pack), module, name,
+                        json.dumps(inp)], capture_output=True, text=True, check=True)
+    return json.loads(d.stdout)
+
+
 def canon(resp):
     return json.dumps({k: resp.get(k) for k in ("ok", "result", "error")}, sort_keys=True)
 
+
+if sys.argv[1] == "--direct":
+    # pycheck.py --direct PACK MODULE:FUNCTION INPUT: print the direct
+    # call's response, canonical (for the Go tests).
+    print(canon(direct(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))))
+    sys.exit(0)
 
 backend = None
 for pkg, tool, ep, inp in CASES:
@@ -60,10 +74,7 @@ for pkg, tool, ep, inp in CASES:
     want_exit = 0 if got["ok"] else 1
     if r.returncode != want_exit:
         sys.exit("%s/%s exited %d: %s" % (pkg, tool, r.returncode, r.stderr))
-    module, name = ep.split(":")
-    d = subprocess.run(["/usr/bin/python3", "-I", "-S", "-B", "-c", DIRECT, os.path.abspath(pkg), module, name,
-                        json.dumps(inp)], capture_output=True, text=True, check=True)
-    want = json.loads(d.stdout)
+    want = direct(pkg, ep, inp)
     if canon(got) != canon(want):
         sys.exit("%s/%s %s:\n agentnode: %s\n direct:    %s" % (pkg, tool, inp, canon(got), canon(want)))
 print("same: %d cases on %s" % (len(CASES), backend))
