@@ -30,6 +30,12 @@
 //   - With Request.Interpreter, the process is that program (a system
 //     interpreter the caller resolved) with the entrypoint as its first
 //     argument; the entrypoint then need not be executable.
+//   - With Request.Python (a `runtime: python` tool), the process is the
+//     host's python3 running the tool shim of sdk/python, written read-only
+//     into the work directory, with the package directory and the Python
+//     entrypoint (module.path[:function], python.ValidEntrypoint, else
+//     ErrEntrypoint) as its arguments: the same confinement, environment,
+//     limits and end as any other tool.
 //   - Its own process group (Setpgid) and SIGKILL as its parent-death signal
 //     (Pdeathsig), so it dies with the agentnode process.
 //   - With Request.Confine: the confinement of kernel/confine, applied to
