@@ -182,6 +182,10 @@ func scriptParams(dir string) testscript.Params {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("BIN", binDir)
 			env.Setenv("EXTRA", extraDir)
+			// The Python runtime's test packages (shaped like AgentNode's
+			// starter packs), for scripts to copy.
+			env.Setenv("PYPACKS", filepath.Join(repoRoot(), "sdk", "python", "testdata"))
+			env.Setenv("PYCHECK", filepath.Join(repoRoot(), "test", "testdata", "pycheck.py"))
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "user"))
 			env.Setenv("AGENTNODE_HOME", filepath.Join(env.WorkDir, "user", ".agentnode"))
 			env.Setenv("AGENTNODE_NON_INTERACTIVE", "1")

@@ -18,6 +18,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
@@ -36,8 +37,14 @@ type doctorReport struct {
 	SandboxReady    bool                   `json:"sandbox_ready"`
 	HostReady       bool                   `json:"host_ready"`
 	HostConfinement *hostConfinementReport `json:"host_confinement"`
-	Checks          []check                `json:"checks"`
-	PluginAPIs      []int                  `json:"plugin_api_versions"`
+	// PythonSandboxReady: runtime: python tools can run sandboxed
+	// (sandbox.python_image set and resolving, the backend can run it).
+	PythonSandboxReady bool `json:"python_sandbox_ready"`
+	// PythonHostReady: they can run on the host (host_ready and the
+	// host's python3).
+	PythonHostReady bool    `json:"python_host_ready"`
+	Checks          []check `json:"checks"`
+	PluginAPIs      []int   `json:"plugin_api_versions"`
 	// SDKKeys are the AgentNode SDK's own keys in the config
 	// (specs/config.md): mapped onto agentnode's policy, or accepted and
 	// not enforced.
@@ -195,6 +202,22 @@ func runDoctor() *doctorReport {
 		sandboxOK = add("sandbox backend", checkBackend(dir, cfg.Sandbox.Backend, img), cfg.Sandbox.Backend+" available") && imgOK
 	}
 	rep.SandboxReady = baseOK && sandboxOK
+	if cfg != nil {
+		// runtime: python tools: the host's interpreter, and the pinned
+		// Python runtime image (optional: exec tools need neither, so
+		// neither changes the exit code).
+		rep.PythonHostReady = add("host python", hostexec.CheckPython(),
+			python.Interpreter+" (runtime: python tools on the host)") && rep.HostReady
+		pst, pimg := pythonImageStatus(dir, cfg.Sandbox.PythonImage)
+		var perr error
+		if !pst.Resolves {
+			perr = reason.New(reason.Code(pst.Code), "%s", pst.Detail)
+		}
+		if add("python image", perr, cfg.Sandbox.PythonImage+" resolves (digest and rootfs verified)") {
+			rep.PythonSandboxReady = add("python image backend", checkBackend(dir, cfg.Sandbox.Backend, pimg),
+				cfg.Sandbox.Backend+" can run the python image") && rep.SandboxReady
+		}
+	}
 	return rep
 }
 

@@ -3,9 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
@@ -61,14 +65,32 @@ type buildReport struct {
 	Current string       `json:"configured_image"`
 	Hint    string       `json:"hint,omitempty"`
 	Engines []engineLoad `json:"engines"`
+	// Python is the Python runtime image (--python).
+	Python *pythonBuildReport `json:"python,omitempty"`
+}
+
+// pythonBuildReport is the Python runtime image `sandbox build --python`
+// built and what happened to sandbox.python_image.
+type pythonBuildReport struct {
+	image.Image
+	Tag string `json:"tag"`
+	// Config is what happened to sandbox.python_image: "set" (it was not
+	// set), "unchanged" or "kept" (it pins another image; Hint says how to
+	// switch).
+	Config   string            `json:"config"`
+	Current  string            `json:"configured_image"`
+	Hint     string            `json:"hint,omitempty"`
+	Engines  []engineLoad      `json:"engines"`
+	Contents *pyimage.Contents `json:"contents"`
+	Seconds  float64           `json:"build_seconds"`
 }
 
 func newSandboxBuildCmd() *cobra.Command {
-	var jsonOut bool
+	var jsonOut, withPython bool
 	var busybox string
 	cmd := &cobra.Command{
 		Use:   "build",
-		Short: "Build the default sandbox image, unpack it and load it into Docker/Podman",
+		Short: "Build the default sandbox image (and with --python the Python runtime image), unpack and load them",
 		Long: `build makes the default sandbox image from a statically linked busybox
 (default /bin/busybox), writes it into the OCI layout under
 AGENTNODE_HOME/images/oci, unpacks it read-only for libcontainer, and loads
@@ -76,7 +98,16 @@ it into Docker and Podman when their CLIs are installed (a load failure is a
 warning). The same busybox always gives the same digest.
 
 If sandbox.image is still the placeholder, it is set to the new image.
-Otherwise it is left alone and the command to switch is printed.`,
+Otherwise it is left alone and the command to switch is printed.
+
+--python also builds the Python runtime image agentnode/python, which
+runtime: python tools run in when sandboxed: the default image's content
+plus Debian's python3 and standard library taken from this host's installed
+packages (python3-minimal, libpython3-stdlib; each file checked against
+dpkg's checksums) and the tool shim, offline and reproducibly (the same
+package versions give the same digest; specs/python.md). It takes tens of
+seconds; progress goes to stderr. sandbox.python_image is set to it when
+unset, else left alone with the command to switch printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, cfgPath, cfg, err := sandboxConfig()
@@ -87,17 +118,7 @@ Otherwise it is left alone and the command to switch is printed.`,
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			rep := buildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.Image, Engines: []engineLoad{}}
-			for _, e := range image.Engines {
-				if _, err := image.EngineCLI(e); err != nil {
-					continue
-				}
-				l := engineLoad{Engine: e, Loaded: true}
-				if err := image.Load(img, e); err != nil {
-					l.Loaded, l.Error = false, err.Error()
-				}
-				rep.Engines = append(rep.Engines, l)
-			}
+			rep := buildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.Image, Engines: loadEngines(img)}
 			switch cfg.Sandbox.Image {
 			case img.Ref:
 				rep.Config = "unchanged"
@@ -110,6 +131,13 @@ Otherwise it is left alone and the command to switch is printed.`,
 				rep.Config = "kept"
 				rep.Hint = "agentnode config set sandbox.image " + img.Ref
 			}
+			if withPython {
+				py, err := buildPython(cmd, dir, cfgPath, cfg, busybox)
+				if err != nil {
+					return fail(cmd, jsonOut, err)
+				}
+				rep.Python = py
+			}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
@@ -119,13 +147,7 @@ Otherwise it is left alone and the command to switch is printed.`,
 			fmt.Fprintf(w, "image ID:  %s (config digest)\n", img.ConfigDigest)
 			fmt.Fprintf(w, "rootfs:    %s\n", img.Rootfs)
 			fmt.Fprintf(w, "layout:    %s\n", img.Layout)
-			for _, l := range rep.Engines {
-				if l.Loaded {
-					fmt.Fprintf(w, "loaded into %s\n", l.Engine)
-				} else {
-					fmt.Fprintf(ew, "agentnode: warning: not loaded into %s: %s\n", l.Engine, l.Error)
-				}
-			}
+			printLoads(w, ew, rep.Engines)
 			switch rep.Config {
 			case "set":
 				fmt.Fprintf(w, "sandbox.image set to %s\n", img.Ref)
@@ -134,12 +156,112 @@ Otherwise it is left alone and the command to switch is printed.`,
 			default:
 				fmt.Fprintf(w, "sandbox.image pins %s; to use the new image:\n  %s\n", cfg.Sandbox.Image, rep.Hint)
 			}
+			if py := rep.Python; py != nil {
+				fmt.Fprintf(w, "python image: %s\n", py.Ref)
+				fmt.Fprintf(w, "  image ID:  %s (config digest)\n", py.ConfigDigest)
+				fmt.Fprintf(w, "  rootfs:    %s\n", py.Rootfs)
+				fmt.Fprintf(w, "  contents:  %d Debian packages, %d files, %.1f MB; built in %.1fs\n",
+					len(py.Contents.Packages), py.Contents.Files, float64(py.Contents.Bytes)/1e6, py.Seconds)
+				printLoads(w, ew, py.Engines)
+				switch py.Config {
+				case "set":
+					fmt.Fprintf(w, "sandbox.python_image set to %s\n", py.Ref)
+				case "unchanged":
+					fmt.Fprintln(w, "sandbox.python_image already pins this image")
+				default:
+					fmt.Fprintf(w, "sandbox.python_image pins %s; to use the new image:\n  %s\n", py.Current, py.Hint)
+				}
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&busybox, "busybox", image.DefaultBusybox, "statically linked busybox to build from")
+	cmd.Flags().BoolVar(&withPython, "python", false, "also build the Python runtime image and pin sandbox.python_image")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
+}
+
+// buildPython builds the Python runtime image (cmd/agentnode/pyimage),
+// telling stderr what it does and, while it compresses, how long it has
+// been at it; loads it into the engines and pins sandbox.python_image when
+// it is unset.
+func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, busybox string) (*pythonBuildReport, error) {
+	ew := cmd.ErrOrStderr()
+	start := time.Now()
+	done := make(chan struct{})
+	ticker := time.NewTicker(10 * time.Second)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+				fmt.Fprintf(ew, "python image: still building (%ds)\n", int(time.Since(start).Seconds()))
+			}
+		}
+	}()
+	img, contents, err := pyimage.Build(dir, pyimage.Options{
+		Base:     image.BuildOptions{BusyboxPath: busybox},
+		Progress: func(step string) { fmt.Fprintf(ew, "python image: %s\n", step) },
+	})
+	ticker.Stop()
+	close(done)
+	wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("python image: %w", err)
+	}
+	rep := &pythonBuildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.PythonImage,
+		Contents: contents, Seconds: time.Since(start).Seconds()}
+	fmt.Fprintf(ew, "python image: %s built in %.1fs\n", img.Ref, rep.Seconds)
+	for _, e := range image.Engines {
+		if _, err := image.EngineCLI(e); err == nil {
+			fmt.Fprintf(ew, "python image: loading into %s\n", e)
+		}
+	}
+	rep.Engines = loadEngines(img)
+	switch cfg.Sandbox.PythonImage {
+	case img.Ref:
+		rep.Config = "unchanged"
+	case "":
+		if err := config.Set(cfgPath, "sandbox.python_image", img.Ref); err != nil {
+			return nil, err
+		}
+		rep.Config, rep.Current = "set", img.Ref
+	default:
+		rep.Config = "kept"
+		rep.Hint = "agentnode config set sandbox.python_image " + img.Ref
+	}
+	return rep, nil
+}
+
+// loadEngines loads img into every container engine whose CLI is
+// installed; a failure is reported, not an error.
+func loadEngines(img *image.Image) []engineLoad {
+	loads := []engineLoad{}
+	for _, e := range image.Engines {
+		if _, err := image.EngineCLI(e); err != nil {
+			continue
+		}
+		l := engineLoad{Engine: e, Loaded: true}
+		if err := image.Load(img, e); err != nil {
+			l.Loaded, l.Error = false, err.Error()
+		}
+		loads = append(loads, l)
+	}
+	return loads
+}
+
+func printLoads(w, ew io.Writer, loads []engineLoad) {
+	for _, l := range loads {
+		if l.Loaded {
+			fmt.Fprintf(w, "loaded into %s\n", l.Engine)
+		} else {
+			fmt.Fprintf(ew, "agentnode: warning: not loaded into %s: %s\n", l.Engine, l.Error)
+		}
+	}
 }
 
 // imageStatus is one image in the status report.
@@ -161,6 +283,36 @@ type statusReport struct {
 	Code       string        `json:"code,omitempty"`
 	Detail     string        `json:"detail"`
 	Images     []imageStatus `json:"images"`
+	// Python is sandbox.python_image, the image of runtime: python tools.
+	Python pythonStatus `json:"python_image"`
+}
+
+// pythonStatus is whether sandbox.python_image is set and resolves.
+type pythonStatus struct {
+	Configured string `json:"configured_image"` // "" when not set
+	Resolves   bool   `json:"resolves"`
+	Code       string `json:"code,omitempty"`
+	Detail     string `json:"detail"`
+}
+
+// pythonImageStatus checks sandbox.python_image as a run would
+// (image.Resolve); not set is sandbox_unavailable naming the command that
+// builds it.
+func pythonImageStatus(dir, ref string) (pythonStatus, *image.Image) {
+	st := pythonStatus{Configured: ref}
+	if ref == "" {
+		err := reason.New(reason.SandboxUnavailable,
+			"not set: runtime: python tools cannot run sandboxed; run `agentnode sandbox build --python`")
+		st.Code, st.Detail = string(reason.CodeOf(err)), err.Error()
+		return st, nil
+	}
+	img, err := image.Resolve(dir, ref)
+	if err != nil {
+		st.Code, st.Detail = string(reason.CodeOf(err)), err.Error()
+		return st, nil
+	}
+	st.Resolves, st.Detail = true, "OK: digests and rootfs verified"
+	return st, img
 }
 
 func newSandboxStatusCmd() *cobra.Command {
@@ -170,8 +322,10 @@ func newSandboxStatusCmd() *cobra.Command {
 		Short: "Show the configured image, whether it resolves, and the images on this machine",
 		Long: `status shows sandbox.image and whether it resolves (the check made before
 every run: pinned, present, digests and rootfs verified), the images in the
-local OCI layout and which container engines have them. It exits 0 when the
-configured image resolves and 1 when it does not.`,
+local OCI layout and which container engines have them, and the same for
+sandbox.python_image (runtime: python tools). It exits 0 when the
+configured image resolves (and sandbox.python_image, when set) and 1 when
+it does not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, _, cfg, err := sandboxConfig()
@@ -184,6 +338,7 @@ configured image resolves and 1 when it does not.`,
 			} else {
 				rep.OK, rep.Resolves, rep.Detail = true, true, "OK: digests and rootfs verified"
 			}
+			rep.Python, _ = pythonImageStatus(dir, cfg.Sandbox.PythonImage)
 			imgs, err := image.Status(dir)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
@@ -216,7 +371,7 @@ configured image resolves and 1 when it does not.`,
 			} else {
 				printStatus(cmd, &rep)
 			}
-			if !rep.Resolves {
+			if !rep.Resolves || rep.Python.Configured != "" && !rep.Python.Resolves {
 				return exitWith(reason.ExitFailed)
 			}
 			return nil
@@ -233,6 +388,12 @@ func printStatus(cmd *cobra.Command, rep *statusReport) {
 		fmt.Fprintf(w, "resolves:      %s\n", rep.Detail)
 	} else {
 		fmt.Fprintf(w, "resolves:      no [%s] %s\n", rep.Code, rep.Detail)
+	}
+	fmt.Fprintf(w, "sandbox.python_image: %s\n", orNone(rep.Python.Configured))
+	if rep.Python.Resolves {
+		fmt.Fprintf(w, "resolves:      %s\n", rep.Python.Detail)
+	} else {
+		fmt.Fprintf(w, "resolves:      no [%s] %s\n", rep.Python.Code, rep.Python.Detail)
 	}
 	if len(rep.Images) == 0 {
 		fmt.Fprintln(w, "images:        none (run `agentnode sandbox build`)")

@@ -355,7 +355,7 @@ func executeAgent(ctx context.Context, st *state) error {
 		return reason.New(reason.PolicyDenied, "agent %s cannot be started by agent %s: agents call tools, not agents", m.PackageID, parent)
 	}
 	if m.Runtime != manifest.RuntimeExec || m.AgentEntrypoint == "" {
-		return reason.New(reason.PolicyDenied, "agent %s: runtime %q is %w", m.PackageID, m.Runtime, errStageUnavailable)
+		return reason.New(reason.RuntimeUnsupported, "agent %s: runtime %q is %w", m.PackageID, m.Runtime, errStageUnavailable)
 	}
 	first, err := toolio.EncodeRequest(st.tool.Name, st.req.Input)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
+	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
@@ -92,7 +93,14 @@ func stageExecute(ctx context.Context, st *state) error {
 // unavailable") into the outcome record's reason and the warnings.
 func runOnHost(ctx context.Context, st *state, stdin []byte) (*toolRun, error) {
 	net := st.pkg.Manifest.Permissions.Network.Level
+	var py *hostexec.Python
+	if st.pkg.Manifest.Runtime == manifest.RuntimePython {
+		// The host's python3 with the tool shim (sdk/python), confined
+		// exactly as an exec tool.
+		py = &hostexec.Python{Interpreter: python.Interpreter, PackageLevel: st.tool.FromPackage}
+	}
 	out, err := hostexec.Run(ctx, &hostexec.Request{
+		Python:     py,
 		PackageDir: st.pkg.Dir,
 		Entrypoint: st.tool.Entrypoint,
 		Stdin:      stdin,
@@ -148,7 +156,7 @@ func runInSandbox(ctx context.Context, st *state, stdin []byte) (*toolRun, error
 			ImageID:    st.img.ConfigDigest,
 			Rootfs:     st.img.Rootfs,
 			PackageDir: st.pkg.Dir,
-			Args:       []string{path.Join("/pack", st.tool.Entrypoint)},
+			Args:       sandboxArgs(st),
 			Limits:     st.set.limits,
 			Timeout:    st.set.timeout,
 			Network:    false,
@@ -179,6 +187,16 @@ func runInSandbox(ctx context.Context, st *state, stdin []byte) (*toolRun, error
 		return run, err
 	}
 	return run, nil
+}
+
+// sandboxArgs is the argv of a tool in the container, whose package is at
+// /pack: the exec entrypoint, or for `runtime: python` the image's python3
+// with the tool shim (python.Command).
+func sandboxArgs(st *state) []string {
+	if st.pkg.Manifest.Runtime == manifest.RuntimePython {
+		return python.Command(python.Interpreter, python.ShimPath, "/pack", st.tool.Entrypoint, st.tool.FromPackage)
+	}
+	return []string{path.Join("/pack", st.tool.Entrypoint)}
 }
 
 // oomError is the killed_memory error of a sandboxed run the kernel's OOM

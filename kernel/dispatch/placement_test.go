@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/config"
@@ -76,5 +77,44 @@ func TestCappedBuffer(t *testing.T) {
 	d := &cappedBuffer{max: 2, drop: true}
 	if n, err := d.Write([]byte("xyz")); n != 3 || err != nil || string(d.Bytes()) != "xy" {
 		t.Fatalf("stderr cap: %d %v %q", n, err, d.Bytes())
+	}
+}
+
+// TestPlacementPython: a `runtime: python` toolpack is placed like an exec
+// one; sandboxed it needs sandbox.python_image (sandbox_unavailable naming
+// the command that builds it when unset, never the host or the default
+// image), and a runtime this version does not run for the package type is
+// runtime_unsupported, not a policy decision.
+func TestPlacementPython(t *testing.T) {
+	st := placementState(t, "curated_only", "unknown", "toolpack", false)
+	st.pkg.Manifest.Runtime = manifest.RuntimePython
+	err := stagePlacement(context.Background(), st)
+	if !errors.Is(err, reason.ErrSandboxUnavailable) || st.res.Placement != PlacementSandbox ||
+		!strings.Contains(err.Error(), "agentnode sandbox build --python") {
+		t.Errorf("python, no python image: placement %q, %v", st.res.Placement, err)
+	}
+	// Configured but only the placeholder digest: refused by the image check.
+	st = placementState(t, "curated_only", "unknown", "toolpack", false)
+	st.pkg.Manifest.Runtime = manifest.RuntimePython
+	st.set.pythonImage = "agentnode/python@sha256:" + strings.Repeat("0", 64)
+	if err := stagePlacement(context.Background(), st); !errors.Is(err, reason.ErrImageUnpinned) {
+		t.Errorf("python, placeholder python image: %v", err)
+	}
+	// An image that is not there: sandbox_unavailable from image.Resolve.
+	st = placementState(t, "curated_only", "unknown", "toolpack", false)
+	st.pkg.Manifest.Runtime = manifest.RuntimePython
+	st.set.pythonImage = "agentnode/python@sha256:" + strings.Repeat("1", 64)
+	if err := stagePlacement(context.Background(), st); !errors.Is(err, reason.ErrSandboxUnavailable) || strings.Contains(err.Error(), "--python") {
+		t.Errorf("python, missing python image: %v", err)
+	}
+	for _, c := range []struct{ pkgType, runtime string }{
+		{manifest.TypeToolpack, manifest.RuntimeMCP}, {manifest.TypeToolpack, "ruby"}, {manifest.TypeAgent, manifest.RuntimePython},
+	} {
+		st := placementState(t, "default", "curated", c.pkgType, true)
+		st.pkg.Manifest.Runtime = c.runtime
+		err := stagePlacement(context.Background(), st)
+		if !errors.Is(err, reason.ErrRuntimeUnsupported) || errors.Is(err, reason.ErrPolicyDenied) || st.res.Placement != PlacementNone {
+			t.Errorf("%s runtime %s: placement %q, %v", c.pkgType, c.runtime, st.res.Placement, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -178,8 +179,8 @@ func stagePlacement(ctx context.Context, st *state) error {
 		if err := checkMCPLaunch(st); err != nil {
 			return err
 		}
-	} else if m.Runtime != "exec" {
-		return reason.New(reason.PolicyDenied, "runtime %q is %w", m.Runtime, errStageUnavailable)
+	} else if err := checkRuntime(m); err != nil {
+		return err
 	}
 	placement := PlacementSandbox
 	switch st.res.Trust {
@@ -216,6 +217,11 @@ func stagePlacement(ctx context.Context, st *state) error {
 				return err
 			}
 		}
+		if m.Runtime == manifest.RuntimePython {
+			if err := hostexec.CheckPython(); err != nil {
+				return err
+			}
+		}
 		// Refuse here, before any decision record says allow, what the
 		// host executor would refuse (kernel/hostexec checks it again).
 		return checkHostConfinement(st)
@@ -229,7 +235,11 @@ func stagePlacement(ctx context.Context, st *state) error {
 // up, and it reports itself available. Any failure refuses — never another
 // backend, never the host.
 func checkSandbox(ctx context.Context, st *state) error {
-	img, err := image.Resolve(st.k.HomeDir, st.set.image)
+	ref, err := sandboxImage(st)
+	if err != nil {
+		return err
+	}
+	img, err := image.Resolve(st.k.HomeDir, ref)
 	if err != nil {
 		return err
 	}
@@ -247,6 +257,37 @@ func checkSandbox(ctx context.Context, st *state) error {
 	}
 	st.img, st.sandbox = img, client
 	return nil
+}
+
+// checkRuntime refuses a package whose runtime this version does not run
+// for its package type (runtime_unsupported: no policy decided it): exec
+// and python for toolpacks, exec for agents. mcp_server packages are
+// checked by checkMCPLaunch.
+func checkRuntime(m *manifest.Manifest) error {
+	switch {
+	case m.Runtime == manifest.RuntimeExec:
+		return nil
+	case m.Runtime == manifest.RuntimePython && m.PackageType != manifest.TypeAgent:
+		return nil
+	}
+	return reason.New(reason.RuntimeUnsupported, "%s %s: runtime %q is %w", m.PackageType, m.PackageID, m.Runtime, errStageUnavailable)
+}
+
+// sandboxImage is the image reference a sandboxed run uses: sandbox.image,
+// or for a `runtime: python` package sandbox.python_image, which must be
+// set (sandbox_unavailable otherwise: never the host, never the default
+// image, which has no Python).
+func sandboxImage(st *state) (string, error) {
+	m := st.pkg.Manifest
+	if m.Runtime != manifest.RuntimePython {
+		return st.set.image, nil
+	}
+	if st.set.pythonImage == "" {
+		return "", reason.New(reason.SandboxUnavailable,
+			"%s runs with runtime python and no Python runtime image is configured (sandbox.python_image): "+
+				"build and pin it with `agentnode sandbox build --python`", toolName(st))
+	}
+	return st.set.pythonImage, nil
 }
 
 // sandboxError turns "the backend plugin is missing or broken" into

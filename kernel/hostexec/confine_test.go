@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/confine/confinetest"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/python"
 )
 
 var (
@@ -837,4 +839,60 @@ func filteredThreads(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// TestConfinedPythonRuntime: a `runtime: python` run (Request.Python) of
+// sdk/python's probe-pack answers through the shim, confined; what the tool
+// prints is on stderr; nothing is written into the package (the shim goes
+// into the work dir); a bad entrypoint or an Interpreter besides Python is
+// refused before anything starts.
+func TestConfinedPythonRuntime(t *testing.T) {
+	requireLandlock(t)
+	if _, err := os.Stat(python.Interpreter); err != nil {
+		t.Skip("no " + python.Interpreter)
+	}
+	pack := t.TempDir()
+	if err := os.CopyFS(pack, os.DirFS(filepath.Join("..", "..", "sdk", "python", "testdata", "probe-pack"))); err != nil {
+		t.Fatal(err)
+	}
+	run := func(ep, stdin string) (*Result, error) {
+		return Run(context.Background(), &Request{
+			PackageDir: pack, Entrypoint: ep, Stdin: []byte(stdin),
+			Env:     []string{"PATH=/usr/bin:/bin"},
+			Python:  &Python{Interpreter: python.Interpreter},
+			Confine: &Confinement{Mode: confine.ModeRequired},
+		})
+	}
+	res, err := run("probe_pack.tool:word_count", `{"tool":"word_count","input":{"text":"one three fives"}}`+"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"ok": true, "result": {"words": 3, "longest": "three", "by_length": {"3": "one", "5": "fives"}, "pair": [1, "two"]}}` + "\n"
+	if res.ExitCode != 0 || string(res.Stdout) != want || res.Confinement != "" {
+		t.Fatalf("exit %d stdout %q stderr %q confinement %q", res.ExitCode, res.Stdout, res.Stderr, res.Confinement)
+	}
+	res, err = run("probe_pack.tool:chatty", `{"tool":"chatty","input":{"n":1}}`+"\n")
+	if err != nil || string(res.Stdout) != `{"ok": true, "result": {"printed": 1}}`+"\n" ||
+		!strings.Contains(string(res.Stderr), "print line 0") || !strings.Contains(string(res.Stderr), "child process stdout") {
+		t.Fatalf("chatty: %v stdout %q stderr %q", err, res.Stdout, res.Stderr)
+	}
+	err = filepath.WalkDir(pack, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && (d.Name() == "__pycache__" || d.Name() == python.ShimName) {
+			t.Errorf("written into the package: %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []string{"--package-entrypoint", "probe_pack/tool.py", "a:b:c", "", "x;y"} {
+		if _, err := run(ep, "{}\n"); !errors.Is(err, ErrEntrypoint) || !errors.Is(err, reason.ErrIntegrityDenied) {
+			t.Errorf("entrypoint %q: %v", ep, err)
+		}
+	}
+	_, err = Run(context.Background(), &Request{PackageDir: pack, Entrypoint: "probe_pack.tool:run",
+		Interpreter: "/bin/sh", Python: &Python{Interpreter: python.Interpreter}})
+	if !errors.Is(err, ErrEntrypoint) {
+		t.Errorf("python with an Interpreter: %v", err)
+	}
 }

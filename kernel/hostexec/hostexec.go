@@ -30,6 +30,12 @@
 //   - With Request.Interpreter, the process is that program (a system
 //     interpreter the caller resolved) with the entrypoint as its first
 //     argument; the entrypoint then need not be executable.
+//   - With Request.Python (a `runtime: python` tool), the process is the
+//     host's python3 running the tool shim of sdk/python, written read-only
+//     into the work directory, with the package directory and the Python
+//     entrypoint (module.path[:function], python.ValidEntrypoint, else
+//     ErrEntrypoint) as its arguments: the same confinement, environment,
+//     limits and end as any other tool.
 //   - Its own process group (Setpgid) and SIGKILL as its parent-death signal
 //     (Pdeathsig), so it dies with the agentnode process.
 //   - With Request.Confine: the confinement of kernel/confine, applied to
@@ -108,6 +114,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/confine"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
+	"github.com/agentnode/agentnode/sdk/python"
 )
 
 // DefaultTimeout applies when Request.Timeout is zero or negative: a host
@@ -154,6 +161,15 @@ type Request struct {
 	// on a fixed system PATH); Run only checks it is an absolute path to a
 	// regular executable file.
 	Interpreter string
+	// Python, when set, runs a `runtime: python` tool through the tool
+	// shim of sdk/python: Entrypoint is the tool's Python entrypoint
+	// (python.ValidEntrypoint), not a file; the process is
+	// python.Command(Python.Interpreter, shim, package dir, Entrypoint,
+	// Python.PackageLevel), where shim is python.Shim written read-only
+	// into the work directory before the start (a confined tool may read
+	// its work directory; -I keeps it off sys.path). Interpreter and Args
+	// must be empty.
+	Python *Python
 	// StdinStream, when set, replaces Stdin: it is copied to the tool's
 	// stdin as it arrives, until it returns EOF or an error, then stdin is
 	// closed. Run does not wait for the copy once the tool has ended: a
@@ -166,6 +182,18 @@ type Request struct {
 	// accepts. A failed write kills the tool's process group (the reader
 	// stopped reading), and Run reports the run as ended by the tool.
 	StdoutStream io.Writer
+}
+
+// Python is the interpreter of a `runtime: python` tool run
+// (Request.Python).
+type Python struct {
+	// Interpreter is the absolute path of the host's python3 (checked
+	// like Request.Interpreter): python.Interpreter, never one found on
+	// PATH.
+	Interpreter string
+	// PackageLevel: the entrypoint is the package-level one of a tool
+	// without its own (the shim's --package-entrypoint).
+	PackageLevel bool
 }
 
 // Result is the outcome of a run whose process was started.
@@ -203,7 +231,12 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, reason.New(reason.Timeout, "hostexec: not started: %w", err)
 	}
-	packDir, entry, err := resolveEntrypoint(req.PackageDir, req.Entrypoint, req.Interpreter == "")
+	var packDir, entry string
+	if req.Python != nil {
+		packDir, err = resolvePython(req)
+	} else {
+		packDir, entry, err = resolveEntrypoint(req.PackageDir, req.Entrypoint, req.Interpreter == "")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +286,15 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	}
 	if err := os.Chmod(work, 0o700); err != nil {
 		return nil, fmt.Errorf("hostexec: work dir: %w", err)
+	}
+
+	if req.Python != nil {
+		shim := filepath.Join(work, python.ShimName)
+		if err := os.WriteFile(shim, python.Shim, 0o400); err != nil {
+			return nil, fmt.Errorf("hostexec: write the python shim: %w", err)
+		}
+		argv := python.Command(req.Python.Interpreter, shim, packDir, req.Entrypoint, req.Python.PackageLevel)
+		exe, args = argv[0], argv[1:]
 	}
 
 	p, err := newPipes()
@@ -400,18 +442,8 @@ func resolveEntrypoint(packageDir, entrypoint string, needExec bool) (dir, path 
 		return reason.New(reason.IntegrityDenied, "hostexec: entrypoint %q of package %q: %s: %w",
 			entrypoint, packageDir, why, inner)
 	}
-	if packageDir == "" {
-		return "", "", refuse("no package directory", nil)
-	}
-	abs, err := filepath.Abs(packageDir)
-	if err != nil {
-		return "", "", refuse("package directory", err)
-	}
-	if dir, err = filepath.EvalSymlinks(abs); err != nil {
-		return "", "", refuse("package directory", err)
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", "", refuse("package directory is not a directory", err)
+	if dir, err = resolvePackageDir(packageDir, refuse); err != nil {
+		return "", "", err
 	}
 	if !filepath.IsLocal(entrypoint) {
 		return "", "", refuse("not a relative path inside the package", nil)
@@ -432,6 +464,62 @@ func resolveEntrypoint(packageDir, entrypoint string, needExec bool) (dir, path 
 		return "", "", refuse("not executable", nil)
 	}
 	return dir, path, nil
+}
+
+// resolvePackageDir returns packageDir absolute with all symlinks
+// resolved, refusing (with refuse) anything but a directory.
+func resolvePackageDir(packageDir string, refuse func(why string, cause error) error) (string, error) {
+	if packageDir == "" {
+		return "", refuse("no package directory", nil)
+	}
+	abs, err := filepath.Abs(packageDir)
+	if err != nil {
+		return "", refuse("package directory", err)
+	}
+	dir, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", refuse("package directory", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", refuse("package directory is not a directory", err)
+	}
+	return dir, nil
+}
+
+// resolvePython checks a `runtime: python` request and returns the
+// package directory with all symlinks resolved: a valid Python entrypoint,
+// an interpreter that is an absolute path to an executable file, no
+// Interpreter or Args besides.
+func resolvePython(req *Request) (string, error) {
+	if req.Interpreter != "" || len(req.Args) > 0 {
+		return "", fmt.Errorf("hostexec: a python run takes neither Interpreter nor Args: %w", ErrEntrypoint)
+	}
+	refuse := func(why string, cause error) error {
+		inner := ErrEntrypoint
+		if cause != nil {
+			inner = fmt.Errorf("%w: %w", ErrEntrypoint, cause)
+		}
+		return reason.New(reason.IntegrityDenied, "hostexec: python entrypoint %q of package %q: %s: %w",
+			req.Entrypoint, req.PackageDir, why, inner)
+	}
+	if !python.ValidEntrypoint(req.Entrypoint) {
+		return "", refuse("not module.path or module.path:function", nil)
+	}
+	if err := checkInterpreter(req.Python.Interpreter); err != nil {
+		return "", err
+	}
+	return resolvePackageDir(req.PackageDir, refuse)
+}
+
+// CheckPython checks that the host has the interpreter of `runtime: python`
+// tools (python.Interpreter, as Run checks it): runtime_unsupported
+// otherwise. Placement and doctor ask before anything runs.
+func CheckPython() error {
+	if err := checkInterpreter(python.Interpreter); err != nil {
+		return reason.New(reason.RuntimeUnsupported,
+			"runtime python on the host needs %s (Debian's python3-minimal): %v", python.Interpreter, err)
+	}
+	return nil
 }
 
 // checkInterpreter refuses an interpreter that is not an absolute path to

@@ -106,8 +106,8 @@ func Scan(homeDir string) (*Catalog, error) {
 			skip.Reason = fmt.Sprintf("%s packages are not exposed over MCP (run them with `agentnode run`)", m.PackageType)
 			c.Skipped = append(c.Skipped, skip)
 			continue
-		case m.Runtime != manifest.RuntimeExec:
-			skip.Code = string(reason.PolicyDenied)
+		case m.Runtime != manifest.RuntimeExec && m.Runtime != manifest.RuntimePython:
+			skip.Code = string(reason.RuntimeUnsupported)
 			skip.Reason = fmt.Sprintf("runtime %q is not runnable yet", m.Runtime)
 			c.Skipped = append(c.Skipped, skip)
 			continue

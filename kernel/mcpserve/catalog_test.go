@@ -110,15 +110,21 @@ func TestScan(t *testing.T) {
 `))
 	install(t, h, agentPkg)
 	install(t, h, mcpPkg)
+	// runtime: python tools are exposed like exec ones.
+	install(t, h, strings.Replace(toolpack("py-pack", `    - {name: count, description: Count, entrypoint: "py_pack.tool:count", input_schema: {type: object}}
+`), "runtime: exec", "runtime: python", 1))
 
 	c, err := Scan(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Tools) != 3 {
+	if len(c.Tools) != 4 {
 		t.Fatalf("tools: %+v", c.Tools)
 	}
-	echo, untyped, srv := c.Tools[0], c.Tools[1], c.Tools[2]
+	echo, untyped, py, srv := c.Tools[0], c.Tools[1], c.Tools[2], c.Tools[3]
+	if py.Name != "py-pack__count" || py.Package != "py-pack" || py.Tool != "count" {
+		t.Fatalf("python tool: %+v", py)
+	}
 	// A preinstalled, pinned MCP server's declared tools are exposed like
 	// a toolpack's.
 	if srv.Name != "some-mcp__srv" || srv.Package != "some-mcp" || srv.Tool != "srv" || srv.Version != "3.0.0" {

@@ -5,7 +5,7 @@
 // audited tools.
 //
 // What is exposed (Scan): every tool of every installed toolpack with
-// runtime exec, and every declared tool of every installed mcp_server
+// runtime exec or python, and every declared tool of every installed mcp_server
 // package that is preinstalled and pinned (specs/mcp.md), under the MCP
 // name "<package>__<tool>". Package ids are
 // [a-z0-9-]{3,60} and tool names [A-Za-z0-9_][A-Za-z0-9_.-]{0,63}, so the

@@ -44,6 +44,9 @@ const (
 	// KilledMemory: the tool ran and was killed by the kernel for going
 	// past its memory limit (the sandbox's cgroup OOM killer).
 	KilledMemory Code = "killed_memory"
+	// RuntimeUnsupported: the package's runtime is not one this version of
+	// agentnode runs for its package type (no policy decided it).
+	RuntimeUnsupported Code = "runtime_unsupported"
 )
 
 // Codes lists every code, in the order of specs/cli.md (a test in specs/ keeps
@@ -53,7 +56,7 @@ var Codes = []Code{
 	TrustUnavailable, SandboxUnavailable, ImageUnpinned, ImageDigestMismatch, PolicyDenied, PolicyPrompt,
 	RateLimited, InputDenied, PluginUnavailable, PluginUnpinned, AuditUnavailable, Timeout,
 	CredentialsMissing, AgentSandboxDisabled, HostAgentExecutionUnsupported, MCPNotPreinstalled,
-	MCPUnpinned, EgressDenied, KilledMemory,
+	MCPUnpinned, EgressDenied, KilledMemory, RuntimeUnsupported,
 }
 
 // Exit codes of specs/cli.md.
@@ -168,4 +171,5 @@ var (
 	ErrMCPUnpinned                   = &Error{Code: MCPUnpinned}
 	ErrEgressDenied                  = &Error{Code: EgressDenied}
 	ErrKilledMemory                  = &Error{Code: KilledMemory}
+	ErrRuntimeUnsupported            = &Error{Code: RuntimeUnsupported}
 )

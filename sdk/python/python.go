@@ -10,6 +10,7 @@ package python
 
 import (
 	_ "embed"
+	"regexp"
 )
 
 // Shim is the source of agentnode_tool.py.
@@ -45,3 +46,15 @@ func Command(python, shim, packDir, entrypoint string, packageLevel bool) []stri
 	}
 	return append(argv, packDir, entrypoint)
 }
+
+// ShimName is the shim's file name, wherever it is written.
+const ShimName = "agentnode_tool.py"
+
+// entrypointRe is what the shim accepts as an entrypoint, in ASCII:
+// module.path, or module.path:function, each part a Python identifier.
+var entrypointRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// ValidEntrypoint reports whether ep is an entrypoint the shim can load:
+// "module.path" (its run) or "module.path:function", every part an ASCII
+// Python identifier. Nothing else reaches the shim's argv.
+func ValidEntrypoint(ep string) bool { return entrypointRe.MatchString(ep) }

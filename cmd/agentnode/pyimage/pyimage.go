@@ -51,6 +51,10 @@ type Options struct {
 	// Arch is the dpkg architecture of the packages; empty means this
 	// program's (amd64, arm64: Go and Debian spell them alike).
 	Arch string
+	// Progress, when set, is told what Build does next (a line without
+	// its newline); building takes tens of seconds, most of it
+	// compressing the layer.
+	Progress func(step string)
 }
 
 // Package is one package that went into the image.
@@ -226,10 +230,17 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 // layout of homeDir, unpacked and verified like the default image, addressed
 // by its digest. The config's Cmd is the interpreter.
 func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	progress("reading and checking Debian's python3 packages (dpkg database, md5sums)")
 	files, contents, err := Collect(opts)
 	if err != nil {
 		return nil, nil, err
 	}
+	progress(fmt.Sprintf("%d packages, %d files, %.1f MB; compressing the layer, writing and unpacking the image",
+		len(contents.Packages), contents.Files, float64(contents.Bytes)/1e6))
 	img, err := image.BuildDerived(homeDir, opts.Base, image.Derived{
 		Name:      Name,
 		Files:     files,

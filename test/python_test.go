@@ -1,0 +1,232 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
+)
+
+// pyPacks is sdk/python/testdata: the Python runtime's test packages,
+// shaped like AgentNode's starter packs.
+func pyPacks() string { return filepath.Join(repoRoot(), "sdk", "python", "testdata") }
+
+// copyPack copies the test package name into dir and returns its path.
+func copyPack(t testing.TB, dir, name string) string {
+	t.Helper()
+	dst := filepath.Join(dir, name)
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join(pyPacks(), name))); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// needHostPython skips (or, with AGENTNODE_REQUIRE_PYTHON=1, fails) without
+// Debian's python3.
+func needHostPython(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		if os.Getenv("AGENTNODE_REQUIRE_PYTHON") == "1" {
+			t.Fatalf("AGENTNODE_REQUIRE_PYTHON=1 but /usr/bin/python3: %v", err)
+		}
+		t.Skipf("/usr/bin/python3: %v", err)
+	}
+}
+
+// pySandboxEnv sets agentnode up with the default and the Python runtime
+// image and probe-pack of unknown trust, which therefore runs only in the
+// libcontainer sandbox.
+func pySandboxEnv(t testing.TB, e *mcpEnv) *mcpEnv {
+	t.Helper()
+	needHostPython(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
+			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
+		}
+		t.Skip("libcontainer needs root")
+	}
+	e.cli(t, "setup")
+	e.cli(t, "sandbox", "build", "--python")
+	e.cli(t, "config", "set", "trust.minimum_trust_level", "unknown")
+	e.cli(t, "config", "set", "guard.unknown", "allow")
+	e.cli(t, "config", "set", "guard.rate_limits.probe-pack", `{"per_minute":100000,"per_hour":1000000,"burst":10000}`)
+	e.cli(t, "install", copyPack(t, e.dir, "probe-pack"))
+	return e
+}
+
+// directResponse is the response of module:function of the package at
+// pack called directly in Python (testdata/pycheck.py --direct), as
+// {"error","ok","result"}.
+func directResponse(t testing.TB, pack, entrypoint, input string) map[string]any {
+	t.Helper()
+	out, err := exec.Command("/usr/bin/python3", filepath.Join(repoRoot(), "test", "testdata", "pycheck.py"),
+		"--direct", pack, entrypoint, input).Output()
+	if err != nil {
+		t.Fatalf("direct call of %s: %v", entrypoint, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// `agentnode mcp serve` exposes runtime: python tools like exec tools: listed
+// under package__tool, each call through the pipeline into the Python image
+// in the sandbox, answering what the function answers called directly; an
+// exception is an MCP tool error "Type: message".
+func TestMCPServePython(t *testing.T) {
+	e := pySandboxEnv(t, newMCPEnv(t))
+	cs, _, stderr := e.serve(t, nil)
+	names := map[string]bool{}
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		names[tl.Name] = true
+	}
+	for _, n := range []string{"probe-pack__word_count", "probe-pack__slow_echo", "probe-pack__explode"} {
+		if !names[n] {
+			t.Fatalf("%s not listed: %v", n, names)
+		}
+	}
+	pack := filepath.Join(e.dir, "probe-pack")
+	for _, c := range []struct{ tool, ep, input string }{
+		{"word_count", "probe_pack.tool:word_count", `{"text":"one three fives"}`},
+		{"slow_echo", "probe_pack.tool:slow_echo", `{"value":{"k":[1,"\u00e9",null]},"delay":0.01}`},
+	} {
+		var args map[string]any
+		if err := json.Unmarshal([]byte(c.input), &args); err != nil {
+			t.Fatal(err)
+		}
+		r := callTool(t, cs, "probe-pack__"+c.tool, args)
+		if r.IsError || r.Meta["agentnode/placement"] != "sandbox" {
+			t.Fatalf("%s: isError=%v %q meta %v\nstderr: %s", c.tool, r.IsError, resultText(r), r.Meta, stderr)
+		}
+		var got any
+		if err := json.Unmarshal([]byte(resultText(r)), &got); err != nil {
+			t.Fatalf("%s: %q: %v", c.tool, resultText(r), err)
+		}
+		want := directResponse(t, pack, c.ep, c.input)
+		if want["ok"] != true || !reflect.DeepEqual(got, want["result"]) {
+			t.Fatalf("%s over MCP: %v, called directly: %v", c.tool, got, want)
+		}
+	}
+	r := callTool(t, cs, "probe-pack__explode", map[string]any{"message": "bad input"})
+	want := directResponse(t, pack, "probe_pack.tool:explode", `{"message":"bad input"}`)
+	if !r.IsError || !strings.Contains(resultText(r), "ValueError: bad input") || want["error"] != "ValueError: bad input" {
+		t.Fatalf("explode: isError=%v %q (direct: %v)", r.IsError, resultText(r), want)
+	}
+}
+
+var (
+	pyBenchMu                   sync.Mutex
+	pyBenchSandbox, pyBenchHost *mcpEnv
+)
+
+// BenchmarkPythonTool compares, side by side in one run, one call of a
+// trivial runtime: python tool (probe-pack's word_count) through
+// `agentnode run` sandboxed (libcontainer, the Python image) and on the host
+// (curated, confined; needs the keychain: test/keyring.sh) with `python3 -c`
+// importing and calling the same function directly. Each iteration makes
+// the three calls one after the other, so a loaded machine weighs on all
+// three alike; the metrics are each one's wall time per call.
+func BenchmarkPythonTool(b *testing.B) {
+	needHostPython(b)
+	requireKeyring(b)
+	const input = `{"text":"one three fives"}`
+	pyBenchMu.Lock()
+	if pyBenchSandbox == nil {
+		dir, err := os.MkdirTemp(filepath.Dir(binDir), "py-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		pyBenchSandbox = pySandboxEnv(b, newMCPEnvIn(dir))
+	}
+	if pyBenchHost == nil {
+		dir, err := os.MkdirTemp(filepath.Dir(binDir), "py-bench-host-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := newMCPEnvIn(dir)
+		e.cli(b, "setup")
+		e.cli(b, "config", "set", "guard.unknown", "allow")
+		e.cli(b, "config", "set", "guard.rate_limits.probe-pack", `{"per_minute":100000,"per_hour":1000000,"burst":10000}`)
+		keyID := "py-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		e.cli(b, "trust", "keygen", "--id", keyID)
+		p := copyPack(b, e.dir, "probe-pack")
+		att := filepath.Join(e.dir, "att.json")
+		if err := os.WriteFile(att, e.cli(b, "trust", "attest", p, "--level", "curated", "--key", keyID), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		e.cli(b, "install", p, "--attestation", att)
+		pyBenchHost = e
+	}
+	sb, host := pyBenchSandbox, pyBenchHost
+	pyBenchMu.Unlock()
+	code := "import sys; sys.path.insert(0, " + strconv.Quote(filepath.Join(sb.dir, "probe-pack", "src")) + ")\n" +
+		"import json; from probe_pack.tool import word_count\n" +
+		"print(json.dumps(word_count(**json.loads(sys.argv[1]))))"
+	direct := func() {
+		out, err := exec.Command("/usr/bin/python3", "-c", code, input).Output()
+		if err != nil || !bytes.Contains(out, []byte(`"words": 3`)) {
+			b.Fatalf("%s: %v", out, err)
+		}
+	}
+	run := func(e *mcpEnv, placement string) func() {
+		return func() {
+			out := e.cli(b, "run", "probe-pack", "word_count", "--input", input, "--json")
+			if !bytes.Contains(out, []byte(`"words":3`)) || !bytes.Contains(out, []byte(`"placement":"`+placement+`"`)) {
+				b.Fatalf("output %s", out)
+			}
+		}
+	}
+	calls := []struct {
+		name string
+		call func()
+		took time.Duration
+	}{{"direct", direct, 0}, {"host", run(host, "host"), 0}, {"sandbox", run(sb, "sandbox"), 0}}
+	for i := range calls {
+		calls[i].call() // warm caches (page cache, verdicts, hash cache)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range calls {
+			start := time.Now()
+			calls[j].call()
+			calls[j].took += time.Since(start)
+		}
+	}
+	for _, c := range calls {
+		b.ReportMetric(float64(c.took.Milliseconds())/float64(b.N), c.name+"-ms/call")
+	}
+	d := float64(calls[0].took)
+	b.ReportMetric(float64(calls[1].took)/d, "host/direct")
+	b.ReportMetric(float64(calls[2].took)/d, "sandbox/direct")
+}
+
+// TestConformancePythonImage runs the sandbox conformance and escape suite
+// (sdk/sandbox/sandboxtest) on the libcontainer plugin with the Python
+// runtime image instead of the default one: the profile holds the same with
+// python3 and its libraries in the rootfs.
+func TestConformancePythonImage(t *testing.T) {
+	e := pySandboxEnv(t, newMCPEnv(t))
+	ref := strings.TrimSpace(string(e.cli(t, "config", "get", "sandbox.python_image")))
+	img, err := image.Resolve(e.home(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Run(t, sandboxtest.LaunchPlugin(t, filepath.Join(binDir, "agentnode-sandbox-libcontainer")),
+		sandboxtest.Config{Image: img.Ref, Rootfs: img.Rootfs, ImageID: img.ConfigDigest})
+}
