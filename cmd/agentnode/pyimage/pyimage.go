@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,6 +52,11 @@ type Options struct {
 	// Arch is the dpkg architecture of the packages; empty means this
 	// program's (amd64, arm64: Go and Debian spell them alike).
 	Arch string
+	// Name is the image's repository name; empty means Name.
+	Name string
+	// Exclude are paths (as the packages list them) left out of the
+	// image: neither read nor checked.
+	Exclude []string
 }
 
 // Package is one package that went into the image.
@@ -123,6 +129,9 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 			return nil, nil, err
 		}
 		for _, hp := range paths {
+			if slices.Contains(opts.Exclude, hp) {
+				continue
+			}
 			cp, _ := canonical(hp)
 			byPath[cp] = append(byPath[cp], listed{pkg: p, host: hp, sums: sums})
 		}
@@ -230,8 +239,12 @@ func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	name := opts.Name
+	if name == "" {
+		name = Name
+	}
 	img, err := image.BuildDerived(homeDir, opts.Base, image.Derived{
-		Name:      Name,
+		Name:      name,
 		Files:     files,
 		Cmd:       []string{python.Interpreter},
 		CreatedBy: createdBy(contents),
