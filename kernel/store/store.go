@@ -288,7 +288,7 @@ type source struct {
 	want          *manifest.Manifest // if set, the copy must name the same id and version
 	pin           string             // if set, the content hash must be sha256:<pin>
 	archiveSHA256 string
-	commit        func(*Package) error // InstallOptions.Commit
+	commit        func(*Package) error                               // InstallOptions.Commit
 	deps          func(string, *manifest.Manifest) ([]string, error) // InstallOptions.Deps
 }
 
