@@ -118,7 +118,10 @@ type Sandbox struct {
 	HostConfinement string `json:"host_confinement"`
 	Backend         string `json:"backend"`
 	Image           string `json:"image"`
-	Limits          Limits `json:"limits"`
+	// PythonInstallerImage pins the image `agentnode install` resolves
+	// Python dependencies in (kernel/pydeps); "" when none was built.
+	PythonInstallerImage string `json:"python_installer_image,omitempty"`
+	Limits               Limits `json:"limits"`
 }
 
 // Limits are the per-run resource limits of the sandbox.
