@@ -64,7 +64,7 @@ type buildReport struct {
 }
 
 func newSandboxBuildCmd() *cobra.Command {
-	var jsonOut bool
+	var jsonOut, pyInstaller bool
 	var busybox string
 	cmd := &cobra.Command{
 		Use:   "build",
@@ -79,6 +79,9 @@ If sandbox.image is still the placeholder, it is set to the new image.
 Otherwise it is left alone and the command to switch is printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pyInstaller {
+				return buildPythonInstaller(cmd, jsonOut, busybox) // pydeps.go
+			}
 			dir, cfgPath, cfg, err := sandboxConfig()
 			if err != nil {
 				return fail(cmd, jsonOut, err)
@@ -138,6 +141,8 @@ Otherwise it is left alone and the command to switch is printed.`,
 		},
 	}
 	cmd.Flags().StringVar(&busybox, "busybox", image.DefaultBusybox, "statically linked busybox to build from")
+	cmd.Flags().BoolVar(&pyInstaller, "python-installer", false,
+		"build the Python installer image (Debian's Python and pip) that install uses for dependencies; pins sandbox.python_installer_image when unset")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
 }

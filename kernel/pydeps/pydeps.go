@@ -268,7 +268,7 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 			Rootfs:     in.Image.Rootfs,
 			PackageDir: in.Wheelhouse,
 			Args:       Command(reqs),
-			Env:        []string{"HOME=/tmp", "TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
+			Env:        []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
 			Limits:     limits,
 			Timeout:    in.Timeout,
 			Network:    false,

@@ -55,7 +55,7 @@ type Options struct {
 	// Name is the image's repository name; empty means Name.
 	Name string
 	// Exclude are paths (as the packages list them) left out of the
-	// image: neither read nor checked.
+	// image with everything below them: neither read nor checked.
 	Exclude []string
 }
 
@@ -129,7 +129,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 			return nil, nil, err
 		}
 		for _, hp := range paths {
-			if slices.Contains(opts.Exclude, hp) {
+			if excluded(opts.Exclude, hp) {
 				continue
 			}
 			cp, _ := canonical(hp)
@@ -228,6 +228,11 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 		}
 	}
 	return files, contents, nil
+}
+
+// excluded reports whether p is one of paths or below one.
+func excluded(paths []string, p string) bool {
+	return slices.ContainsFunc(paths, func(x string) bool { return p == x || strings.HasPrefix(p, x+"/") })
 }
 
 // Build collects the files (Collect) and builds the image Name from them
