@@ -176,7 +176,7 @@ func TestInstallHostile(t *testing.T) {
 		stream func(*tar.Writer) error
 		kind   error
 	}{
-		"dot-dot": {func(tw *tar.Writer) error { return file(tw, "../../escaped", []byte("x")) }, tarsafe.ErrUnsafePath},
+		"dot-dot":  {func(tw *tar.Writer) error { return file(tw, "../../escaped", []byte("x")) }, tarsafe.ErrUnsafePath},
 		"absolute": {func(tw *tar.Writer) error { return file(tw, "/tmp/escaped", []byte("x")) }, tarsafe.ErrUnsafePath},
 		"symlink out": {func(tw *tar.Writer) error {
 			return tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../../.."})
