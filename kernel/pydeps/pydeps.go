@@ -293,7 +293,7 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 		return nil, reason.New(reason.Timeout, "installing the dependencies timed out after %s (sandbox.limits.timeout_seconds)", in.Timeout)
 	}
 	if extractErr != nil {
-		return nil, fmt.Errorf("%w: the installed files were refused: %w", ErrDependencies, extractErr)
+		return nil, fmt.Errorf("%w: the installed files were refused: %w; nothing was installed", ErrDependencies, extractErr)
 	}
 	if resp.OOMKilled && resp.ExitCode != 0 {
 		return nil, reason.New(reason.KilledMemory, "installing the dependencies was killed by the kernel for using more than %d MiB", limits.MemoryBytes>>20)
