@@ -3,6 +3,7 @@ module github.com/agentnode/agentnode
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/containerd/errdefs v1.0.0
 	github.com/docker/go-units v0.5.0
 	github.com/goccy/go-yaml v1.19.2
@@ -35,7 +36,6 @@ require (
 
 require (
 	cyphar.com/go-pathrs v0.2.6 // indirect
-	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/aperturerobotics/protobuf-go-lite v0.14.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
