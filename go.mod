@@ -3,6 +3,7 @@ module github.com/agentnode/agentnode
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/containerd/errdefs v1.0.0
 	github.com/docker/go-units v0.5.0
 	github.com/goccy/go-yaml v1.19.2

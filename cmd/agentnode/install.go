@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/pydeps"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/termsafe"
@@ -34,6 +38,10 @@ type installResult struct {
 	ArtifactHash  string `json:"artifact_hash"`
 	Source        string `json:"source"`                   // directory | archive
 	ArchiveSHA256 string `json:"archive_sha256,omitempty"` // the archive file's SHA-256, for --sha256
+	// DepsHash and Dependencies: the Python dependencies installed into
+	// the package's .deps (specs/python.md), when it has any.
+	DepsHash     string   `json:"deps_hash,omitempty"`
+	Dependencies []string `json:"dependencies,omitempty"`
 }
 
 func newInstallCmd() *cobra.Command {
@@ -41,6 +49,7 @@ func newInstallCmd() *cobra.Command {
 		jsonOut      bool
 		attestations []string
 		pin          string
+		wheelhouse   string
 	)
 	cmd := &cobra.Command{
 		Use:   "install PATH|ARCHIVE",
@@ -51,7 +60,10 @@ func newInstallCmd() *cobra.Command {
 			"the package) and archives over the size caps are refused (specs/store.md). --sha256 pins the archive\n" +
 			"file's SHA-256 (checked before unpacking) or a directory's content hash. Attestation files must hold\n" +
 			"JSON; their signatures are checked when a tool runs. Installing a package id that is already\n" +
-			"installed replaces it; on any error nothing changes.",
+			"installed replaces it; on any error nothing changes.\n\n" +
+			"A runtime: python package's pyproject.toml [project].dependencies are installed into its .deps,\n" +
+			"by pip inside the sandbox, wheels only, from the directory --wheelhouse names (no network); a\n" +
+			"requirement no wheel there satisfies refuses the install (specs/python.md).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := requireSetUp()
@@ -71,15 +83,25 @@ func newInstallCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
+			wh, err := absWheelhouse(wheelhouse)
+			if err != nil {
+				return fail(cmd, jsonOut, usageError("--wheelhouse: %w", err))
+			}
 			lk, err := lockfileUpdater() // agentnode.lock is checked before anything changes
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
+			// Installing dependencies runs a sandbox: an interrupt stops it.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			deps, stopDeps := depsInstaller(ctx, dir, wh) // pydeps.go
+			defer stopDeps()
 			// The lockfile entry is written while the previous install is
 			// still kept aside: if it cannot be, the install is undone
 			// (store and lockfile change together or not at all).
 			p, err := store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir))).InstallFrom(src,
-				store.InstallOptions{Attestations: atts, SHA256: pin, Commit: func(p *store.Package) error { return lockfileInstall(lk, p) }})
+				store.InstallOptions{Attestations: atts, SHA256: pin, Deps: deps,
+					Commit: func(p *store.Package) error { return lockfileInstall(lk, p) }})
 			if err != nil {
 				if badPackage(err) {
 					// A bad manifest, archive, content or pin is a usage
@@ -89,15 +111,19 @@ func newInstallCmd() *cobra.Command {
 				return fail(cmd, jsonOut, err)
 			}
 			res := installResult{PackageID: p.ID, Version: p.Version, ArtifactHash: p.ArtifactHash,
-				Source: p.Source, ArchiveSHA256: p.ArchiveSHA256}
+				Source: p.Source, ArchiveSHA256: p.ArchiveSHA256, DepsHash: p.DepsHash, Dependencies: p.Dependencies}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "installed %s %s %s\n", res.PackageID, termsafe.Line(res.Version), res.ArtifactHash)
+			if len(res.Dependencies) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "dependencies %s %s\n", termsafe.Line(strings.Join(res.Dependencies, " ")), res.DepsHash)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVar(&attestations, "attestation", nil, "attestation `FILE` (JSON) to keep with the package; repeatable")
+	cmd.Flags().StringVar(&wheelhouse, "wheelhouse", "", "`DIR` of wheels (*.whl) to install a Python package's pyproject.toml dependencies from, inside the sandbox")
 	cmd.Flags().StringVar(&pin, "sha256", "", "pin: the archive file's SHA-256 `HEX` (for a directory, its content hash); refused before unpacking on a mismatch")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
@@ -111,7 +137,8 @@ func badPackage(err error) bool {
 	var me *manifest.Error
 	return errors.As(err, &me) || errors.Is(err, store.ErrBadArchive) || errors.Is(err, store.ErrTooLarge) ||
 		errors.Is(err, store.ErrPinMismatch) || errors.Is(err, store.ErrBadPin) ||
-		errors.Is(err, store.ErrLinkEscape) || errors.Is(err, store.ErrSpecialFile)
+		errors.Is(err, store.ErrLinkEscape) || errors.Is(err, store.ErrSpecialFile) ||
+		errors.Is(err, pydeps.ErrDependencies)
 }
 
 // requireSetUp returns AGENTNODE_HOME once agentnode is set up: installing

@@ -86,7 +86,7 @@ type pythonBuildReport struct {
 }
 
 func newSandboxBuildCmd() *cobra.Command {
-	var jsonOut, withPython bool
+	var jsonOut, withPython, pyInstaller bool
 	var busybox string
 	cmd := &cobra.Command{
 		Use:   "build",
@@ -110,6 +110,9 @@ seconds; progress goes to stderr. sandbox.python_image is set to it when
 unset, else left alone with the command to switch printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pyInstaller {
+				return buildPythonInstaller(cmd, jsonOut, busybox) // pydeps.go
+			}
 			dir, cfgPath, cfg, err := sandboxConfig()
 			if err != nil {
 				return fail(cmd, jsonOut, err)
@@ -177,6 +180,8 @@ unset, else left alone with the command to switch printed.`,
 	}
 	cmd.Flags().StringVar(&busybox, "busybox", image.DefaultBusybox, "statically linked busybox to build from")
 	cmd.Flags().BoolVar(&withPython, "python", false, "also build the Python runtime image and pin sandbox.python_image")
+	cmd.Flags().BoolVar(&pyInstaller, "python-installer", false,
+		"build the Python installer image (Debian's Python and pip) that install uses for dependencies; pins sandbox.python_installer_image when unset")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
 }

@@ -141,7 +141,10 @@ type Sandbox struct {
 	// `agentnode sandbox build --python`); optional, no default: empty
 	// means Python tools cannot run sandboxed.
 	PythonImage string `json:"python_image,omitempty"`
-	Limits      Limits `json:"limits"`
+	// PythonInstallerImage pins the image `agentnode install` resolves
+	// Python dependencies in (kernel/pydeps); "" when none was built.
+	PythonInstallerImage string `json:"python_installer_image,omitempty"`
+	Limits               Limits `json:"limits"`
 }
 
 // Limits are the per-run resource limits of the sandbox.

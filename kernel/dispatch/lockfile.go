@@ -77,7 +77,8 @@ func stageLockfile(_ context.Context, st *state) error {
 		}
 	}
 	entryMatches := entry != nil && pkg != nil &&
-		lockString(entry, "version") == pkg.Version && lockString(entry, "artifact_hash") == pkg.ArtifactHash
+		lockString(entry, "version") == pkg.Version && lockString(entry, "artifact_hash") == pkg.ArtifactHash &&
+		lockString(entry, lock.FieldDepsHash) == pkg.DepsHash
 
 	if strict {
 		var why []string
@@ -88,7 +89,7 @@ func stageLockfile(_ context.Context, st *state) error {
 		case entry == nil:
 			why = append(why, "it has no entry for this package")
 		case pkg != nil && !entryMatches:
-			why = append(why, "its entry for this package names another version or artifact_hash than the installed one")
+			why = append(why, "its entry for this package names another version, artifact_hash or deps_hash than the installed one")
 		}
 		if len(why) > 0 {
 			return reason.New(reason.IntegrityDenied, "lockfile.strict: lockfile %s: %s", path, strings.Join(why, "; "))
@@ -99,7 +100,7 @@ func stageLockfile(_ context.Context, st *state) error {
 			why = append(why, bad)
 		}
 		if entry != nil && pkg != nil && !entryMatches {
-			why = append(why, "the entry for this package names another version or artifact_hash than the installed one")
+			why = append(why, "the entry for this package names another version, artifact_hash or deps_hash than the installed one")
 		}
 		if len(why) > 0 {
 			st.lockWarn(fmt.Sprintf("lockfile %s does not verify: %s (see `agentnode lock verify`)", path, strings.Join(why, "; ")))

@@ -158,12 +158,17 @@ func TestLockfileStrict(t *testing.T) {
 		}, false, "no entry for this package"},
 		{"entry for another version", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "unknown", true, func(d *lock.Document) { d.Entry("lock-tools").Set("version", lock.Str("1.9.0")) }, false)
-		}, false, "another version or artifact_hash"},
+		}, false, "another version, artifact_hash or deps_hash"},
 		{"entry for another artifact", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {
 				d.Entry("lock-tools").Set("artifact_hash", lock.Str("sha256:"+strings.Repeat("00", 32)))
 			}, false)
-		}, false, "another version or artifact_hash"},
+		}, false, "another version, artifact_hash or deps_hash"},
+		{"entry naming dependencies the package has not", func(t *testing.T, path string, p *store.Package) {
+			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {
+				d.Entry("lock-tools").Set(lock.FieldDepsHash, lock.Str("sha256:"+strings.Repeat("11", 32)))
+			}, false)
+		}, false, "another version, artifact_hash or deps_hash"},
 		{"another entry tampered", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "unknown", true, func(d *lock.Document) { d.Entry("other-pack").Set("version", lock.Str(leakMarker)) }, true)
 		}, false, "1 entry mismatch"},
@@ -242,7 +247,7 @@ func TestLockfileNotStrictWarnsOnceAndAudits(t *testing.T) {
 		}, "1 entry mismatch"},
 		{"entry for another version", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "", false, func(d *lock.Document) { d.Entry("lock-tools").Set("version", lock.Str("1.9.0")) }, false)
-		}, "another version or artifact_hash"},
+		}, "another version, artifact_hash or deps_hash"},
 		{"corrupt", func(t *testing.T, path string, _ *store.Package) {
 			if err := os.WriteFile(path, []byte(`{"lockfile_version":"0.1","packages":{"`+leakMarker), 0o644); err != nil {
 				t.Fatal(err)

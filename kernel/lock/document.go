@@ -15,6 +15,9 @@ const (
 	FieldStructureDigest = "structure_digest"
 	FieldSeal            = "_agentnode_seal"
 	FieldIntegrity       = "_integrity"
+	// FieldDepsHash is the entry member holding the content hash of the
+	// dependencies installed into the package (store.Package.DepsHash).
+	FieldDepsHash = "deps_hash"
 )
 
 var topLevelFields = []string{FieldLockfileVersion, FieldUpdatedAt, FieldPackages, FieldStructureDigest, FieldSeal}
@@ -125,7 +128,7 @@ func (d *Document) check() error {
 		if e.Kind != Object {
 			return invalid("%s must be an object, not %s", where, e.Kind)
 		}
-		for _, f := range []string{"version", "artifact_hash", "trust_level", "publisher_slug"} {
+		for _, f := range []string{"version", "artifact_hash", "trust_level", "publisher_slug", FieldDepsHash} {
 			if v := e.Get(f); v != nil && v.Kind != String && v.Kind != Null {
 				return typeErr(where, f, "a string", v)
 			}

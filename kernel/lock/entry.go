@@ -51,6 +51,12 @@ func EntryFor(p *store.Package, info EntryInfo) (*Value, error) {
 		e.Set("entrypoint", Str(ep))
 	}
 	e.Set("artifact_hash", Str(p.ArtifactHash))
+	if p.DepsHash != "" {
+		// The dependencies agentnode installed into the package
+		// (specs/python.md): not part of AgentNode's canonical fields, so
+		// the keyed seal covers them, _integrity does not.
+		e.Set(FieldDepsHash, Str(p.DepsHash))
+	}
 	if m.Publisher != "" {
 		e.Set("publisher_slug", Str(m.Publisher))
 	}

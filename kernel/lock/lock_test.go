@@ -563,3 +563,40 @@ func TestIndentedRoundTrip(t *testing.T) {
 		t.Fatalf("canonical %s", got)
 	}
 }
+
+// deps_hash (the dependencies agentnode installed into a package) is
+// written by EntryFor, outside _integrity (AgentNode's canonical fields):
+// only the keyed seal catches a change, even with _integrity and the
+// structure_digest recomputed.
+func TestDepsHashOnlyBreaksTheSeal(t *testing.T) {
+	p := installDemo(t)
+	p.DepsHash = "sha256:" + strings.Repeat("12", 32)
+	e, err := EntryFor(p, EntryInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stringField(e, FieldDepsHash); got != p.DepsHash {
+		t.Fatalf("entry deps_hash %q, want %q", got, p.DepsHash)
+	}
+	d := sealedDoc(t, e, 3)
+	e = d.Entry("pkg-one")
+	e.Set(FieldDepsHash, Str("sha256:"+strings.Repeat("34", 32)))
+	e.Set(FieldIntegrity, Integrity(e))
+	d.Root.Set(FieldStructureDigest, StructureDigest(d))
+	r := d.Verify(keyOf(vectorKey()))
+	if entryStatus(r, "pkg-one") != Verified || r.Structure.Status != Verified {
+		t.Fatalf("integrity/structure: %s/%s", entryStatus(r, "pkg-one"), r.Structure.Status)
+	}
+	if r.Seal.Status != Mismatch {
+		t.Fatalf("seal %s after changing deps_hash", r.Seal.Status)
+	}
+	// Without dependencies there is no deps_hash.
+	p.DepsHash = ""
+	if e, _ := EntryFor(p, EntryInfo{}); e.Get(FieldDepsHash) != nil {
+		t.Fatal("deps_hash written for a package without dependencies")
+	}
+	// A deps_hash that is not a string does not parse.
+	if _, err := Parse([]byte(`{"lockfile_version":"0.1","packages":{"a-b":{"deps_hash":1}}}`)); err == nil {
+		t.Fatal("a numeric deps_hash parsed")
+	}
+}

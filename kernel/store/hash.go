@@ -22,14 +22,18 @@ import (
 // (symlink, value the link target). Ownership, times and other permission
 // bits are not hashed. Special files, absolute symlinks and symlinks that
 // resolve outside the tree (or nowhere) are errors.
-func ContentHash(dir string) (string, error) { return contentHash(dir, nil) }
+func ContentHash(dir string) (string, error) { return contentHash(dir, nil, "") }
 
 // contentHash is ContentHash taking the digests of files that provably did
 // not change since they were last hashed from cache (kernel/hashcache),
 // when cache is not nil. The tree itself (names, kinds, modes, symlink
-// targets) is read every time.
-func contentHash(dir string, cache *hashcache.Cache) (string, error) {
+// targets) is read every time. A non-empty skip is a top-level name left
+// out with everything below it (the installed dependencies, hashed apart).
+func contentHash(dir string, cache *hashcache.Cache, skip string) (string, error) {
 	opt := treehash.Options{Check: checkEntry}
+	if skip != "" {
+		opt.Skip = func(p string, _ fs.FileInfo) bool { return p == skip }
+	}
 	if cache != nil {
 		// The cache knows files by absolute path.
 		if abs, err := filepath.Abs(dir); err == nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/verdict"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
+	"github.com/agentnode/agentnode/sdk/python"
 )
 
 // ErrNotInstalled is wrapped by the error of Get and Remove for a package
@@ -85,7 +86,18 @@ type Package struct {
 	// installed from; "" for a directory.
 	ArchiveSHA256 string
 	Attestations  [][]byte // as supplied at install, each a JSON document in compact form
+	// DepsHash is "sha256:<hex>", ContentHash of Dir's dependencies
+	// directory (DepsDir) at install, when dependencies were installed
+	// into it (InstallOptions.Deps); then ArtifactHash is the content
+	// hash of Dir without that directory. "" when none were.
+	DepsHash string
+	// Dependencies are the distributions installed there, "name==version".
+	Dependencies []string
 }
+
+// DepsDir is the directory of a package's installed dependencies, inside
+// its tree (python.DepsDir: where the Python shim looks for them).
+const DepsDir = python.DepsDir
 
 // meta is meta.json.
 type meta struct {
@@ -95,6 +107,8 @@ type meta struct {
 	InstalledAt   time.Time         `json:"installed_at"`
 	Source        string            `json:"source,omitempty"`
 	ArchiveSHA256 string            `json:"archive_sha256,omitempty"`
+	DepsHash      string            `json:"deps_hash,omitempty"`
+	Dependencies  []string          `json:"dependencies,omitempty"`
 	Attestations  []json.RawMessage `json:"attestations"`
 }
 
@@ -157,6 +171,15 @@ type InstallOptions struct {
 	// and InstallFrom returns its error: the package and what Commit
 	// records change together or not at all.
 	Commit func(*Package) error
+	// Deps, if set, is called with the staging copy of the package tree
+	// (its manifest checked, still writable) and that manifest, before the
+	// tree is made read-only and hashed. It may install dependencies into
+	// <content>/DepsDir and returns the distributions it installed
+	// ("name==version"); when it returns some, that directory is hashed
+	// apart (Package.DepsHash) and left out of the artifact hash, so the
+	// package keeps the content hash of its source. Its error stops the
+	// install: nothing changes.
+	Deps func(content string, m *manifest.Manifest) ([]string, error)
 }
 
 // Install installs the package at src (a directory or a .tar.gz archive)
@@ -193,12 +216,12 @@ func (s *Store) InstallFrom(src string, opts InstallOptions) (*Package, error) {
 		return nil, err
 	}
 	if fi.IsDir() {
-		return s.installDir(src, atts, pin, opts.Commit)
+		return s.installDir(src, atts, pin, opts)
 	}
-	return s.installArchive(src, atts, pin, opts.Commit)
+	return s.installArchive(src, atts, pin, opts)
 }
 
-func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string, commit func(*Package) error) (*Package, error) {
+func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string, opts InstallOptions) (*Package, error) {
 	m, err := manifest.LoadCached(srcDir, s.verdicts)
 	if err != nil {
 		return nil, err
@@ -218,12 +241,13 @@ func (s *Store) installDir(srcDir string, atts []json.RawMessage, pin string, co
 		manifest: filepath.Join(srcDir, manifest.FileName),
 		want:     m,
 		pin:      pin,
-		commit:   commit,
+		commit:   opts.Commit,
+		deps:     opts.Deps,
 	}
 	return s.installTree(fill, src, atts)
 }
 
-func (s *Store) installArchive(archive string, atts []json.RawMessage, pin string, commit func(*Package) error) (*Package, error) {
+func (s *Store) installArchive(archive string, atts []json.RawMessage, pin string, opts InstallOptions) (*Package, error) {
 	data, err := readArchive(archive, s.limits.ArchiveBytes)
 	if err != nil {
 		return nil, err
@@ -244,7 +268,8 @@ func (s *Store) installArchive(archive string, atts []json.RawMessage, pin strin
 		name:          archive,
 		manifest:      archive + ":" + manifest.FileName,
 		archiveSHA256: sum,
-		commit:        commit,
+		commit:        opts.Commit,
+		deps:          opts.Deps,
 	}
 	return s.installTree(fill, src, atts)
 }
@@ -263,7 +288,8 @@ type source struct {
 	want          *manifest.Manifest // if set, the copy must name the same id and version
 	pin           string             // if set, the content hash must be sha256:<pin>
 	archiveSHA256 string
-	commit        func(*Package) error // InstallOptions.Commit
+	commit        func(*Package) error                               // InstallOptions.Commit
+	deps          func(string, *manifest.Manifest) ([]string, error) // InstallOptions.Deps
 }
 
 // installTree is the common part of every install, under the store lock:
@@ -316,10 +342,26 @@ func (s *Store) installTree(fill func(staging string) error, src source, atts []
 	if src.want != nil && (mc.PackageID != src.want.PackageID || mc.Version != src.want.Version) {
 		return nil, fmt.Errorf("%s changed while it was installed", src.name)
 	}
+	var installed []string
+	if src.deps != nil {
+		if installed, err = src.deps(content, mc); err != nil {
+			return nil, err
+		}
+	}
+	skip := ""
+	if len(installed) > 0 {
+		skip = DepsDir
+	}
 	if err := makeReadOnly(content); err != nil {
 		return nil, err
 	}
-	sum, err := ContentHash(content)
+	var depsHash string
+	if skip != "" {
+		if depsHash, err = ContentHash(filepath.Join(content, DepsDir)); err != nil {
+			return nil, fmt.Errorf("the installed dependencies: %w", err)
+		}
+	}
+	sum, err := contentHash(content, nil, skip)
 	if err != nil {
 		if src.kind == SourceArchive {
 			return nil, &ArchiveError{Archive: src.name, Err: fmt.Errorf("%w: %v", ErrLinkEscape, err)}
@@ -336,6 +378,8 @@ func (s *Store) installTree(fill func(staging string) error, src source, atts []
 		InstalledAt:   s.now().UTC(),
 		Source:        src.kind,
 		ArchiveSHA256: src.archiveSHA256,
+		DepsHash:      depsHash,
+		Dependencies:  installed,
 		Attestations:  atts,
 	}
 	if err := writeMeta(filepath.Join(staging, metaFile), &md); err != nil {
@@ -515,6 +559,8 @@ func (s *Store) Get(id string) (*Package, error) {
 		InstalledAt:   md.InstalledAt,
 		Source:        md.Source,
 		ArchiveSHA256: md.ArchiveSHA256,
+		DepsHash:      md.DepsHash,
+		Dependencies:  md.Dependencies,
 	}
 	for i, a := range md.Attestations {
 		c, err := compactJSON(a)
@@ -526,16 +572,33 @@ func (s *Store) Get(id string) (*Package, error) {
 	return p, nil
 }
 
-// Verify recomputes the content hash of p.Dir. A different hash, or a tree
-// that cannot be hashed, is a reason.ArtifactMismatch error.
+// Verify recomputes the content hash of p.Dir and, when dependencies were
+// installed (p.DepsHash), that of its DepsDir, which the first leaves out.
+// A different hash, or a tree that cannot be hashed (a dependencies
+// directory gone included), is a reason.ArtifactMismatch error.
 func (s *Store) Verify(p *Package) error {
-	got, err := contentHash(p.Dir, s.hashes)
+	skip := ""
+	if p.DepsHash != "" {
+		skip = DepsDir
+	}
+	got, err := contentHash(p.Dir, s.hashes, skip)
 	if err != nil {
 		return reason.New(reason.ArtifactMismatch, "package %s@%s: cannot hash the installed tree: %w", p.ID, p.Version, err)
 	}
 	if got != p.ArtifactHash {
 		return reason.New(reason.ArtifactMismatch, "package %s@%s: installed content hash %s does not match the recorded %s",
 			p.ID, p.Version, got, p.ArtifactHash)
+	}
+	if skip == "" {
+		return nil
+	}
+	deps, err := contentHash(filepath.Join(p.Dir, DepsDir), s.hashes, "")
+	if err != nil {
+		return reason.New(reason.ArtifactMismatch, "package %s@%s: cannot hash the installed dependencies: %w", p.ID, p.Version, err)
+	}
+	if deps != p.DepsHash {
+		return reason.New(reason.ArtifactMismatch, "package %s@%s: installed dependencies (%s) hash %s, not the recorded %s",
+			p.ID, p.Version, DepsDir, deps, p.DepsHash)
 	}
 	return nil
 }

@@ -64,6 +64,11 @@ type Options struct {
 	// Sum, when set, returns the SHA-256 of the open regular file f at p
 	// (the store takes it from kernel/hashcache when it can).
 	Sum func(f *os.File, p string) ([]byte, error)
+	// Skip, when set, is called for every entry but the root before
+	// Check; an entry it returns true for is left out of the hash, with
+	// everything below it when it is a directory (the store hashes a
+	// package's installed dependencies apart from the package).
+	Skip func(p string, info fs.FileInfo) bool
 }
 
 type entry struct {
@@ -96,6 +101,12 @@ func Hash(dir string, f Format, opt Options) (string, error) {
 		info, err := d.Info()
 		if err != nil {
 			return err
+		}
+		if p != "." && opt.Skip != nil && opt.Skip(p, info) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		if p != "." && opt.Check != nil {
 			if err := opt.Check(root, p, info); err != nil {

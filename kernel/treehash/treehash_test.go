@@ -138,3 +138,55 @@ func TestHashRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestSkip: a skipped directory is left out with everything below it (the
+// hash equals the tree's without it, whatever it holds, even a special
+// file Check would refuse); a skipped file is left out; nothing else is.
+func TestSkip(t *testing.T) {
+	plain := tree(t)
+	want, err := Hash(plain, Content, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDeps := tree(t)
+	deps := filepath.Join(withDeps, ".deps")
+	if err := os.MkdirAll(filepath.Join(deps, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deps, "lib", "m.py"), []byte("x = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(deps, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skipDeps := func(p string, _ fs.FileInfo) bool { return p == ".deps" }
+	refuseSpecial := func(_ *os.Root, p string, info fs.FileInfo) error {
+		if !info.Mode().IsDir() && !info.Mode().IsRegular() && info.Mode()&fs.ModeSymlink == 0 {
+			return errors.New(p + " is special")
+		}
+		return nil
+	}
+	got, err := Hash(withDeps, Content, Options{Skip: skipDeps, Check: refuseSpecial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("with .deps skipped: %s, want the tree's %s", got, want)
+	}
+	if _, err := Hash(withDeps, Content, Options{Check: refuseSpecial}); err == nil {
+		t.Fatal("without Skip the fifo below .deps was not checked")
+	}
+	// Skipping a file; a skip of a name that is only a prefix leaves the
+	// rest in.
+	got, err = Hash(plain, Content, Options{Skip: func(p string, _ fs.FileInfo) bool { return p == "a.b" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == want {
+		t.Fatal("skipping a.b did not change the hash")
+	}
+	got, err = Hash(plain, Content, Options{Skip: func(p string, _ fs.FileInfo) bool { return p == "a-" }})
+	if err != nil || got != want {
+		t.Fatalf("skipping a name that is not there changed the hash: %s %v", got, err)
+	}
+}

@@ -334,3 +334,31 @@ func TestBuildFakeReproducible(t *testing.T) {
 		t.Fatal("a changed package file gives the same image")
 	}
 }
+
+// TestCollectExclude: an excluded path is left out with everything below
+// it, unread, so a file there that fails its checksum does not stop the
+// build; a path that only shares a prefix is kept.
+func TestCollectExclude(t *testing.T) {
+	root := fakeSystem(t, func(root string) {
+		writeFile(t, filepath.Join(root, "usr/lib/alpha/data"), "rewritten by the host\n")
+	})
+	if _, _, err := Collect(fakeOptions(root)); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("without Exclude: %v, want ErrChecksum", err)
+	}
+	opts := fakeOptions(root)
+	opts.Exclude = []string{"/usr/lib/alpha", "/usr/bin/alph"}
+	files, _, err := Collect(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	if slices.Contains(names, "usr/lib/alpha/data") || slices.Contains(names, "usr/lib/alpha") {
+		t.Errorf("excluded paths in the image: %v", names)
+	}
+	if !slices.Contains(names, "usr/bin/alpha") {
+		t.Errorf("usr/bin/alpha (only a prefix of an exclusion) missing: %v", names)
+	}
+}

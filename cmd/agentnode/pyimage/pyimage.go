@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,6 +56,11 @@ type Options struct {
 	// its newline); building takes tens of seconds, most of it
 	// compressing the layer.
 	Progress func(step string)
+	// Name is the image's repository name; empty means Name.
+	Name string
+	// Exclude are paths (as the packages list them) left out of the
+	// image with everything below them: neither read nor checked.
+	Exclude []string
 }
 
 // Package is one package that went into the image.
@@ -127,6 +133,9 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 			return nil, nil, err
 		}
 		for _, hp := range paths {
+			if excluded(opts.Exclude, hp) {
+				continue
+			}
 			cp, _ := canonical(hp)
 			byPath[cp] = append(byPath[cp], listed{pkg: p, host: hp, sums: sums})
 		}
@@ -225,6 +234,11 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 	return files, contents, nil
 }
 
+// excluded reports whether p is one of paths or below one.
+func excluded(paths []string, p string) bool {
+	return slices.ContainsFunc(paths, func(x string) bool { return p == x || strings.HasPrefix(p, x+"/") })
+}
+
 // Build collects the files (Collect) and builds the image Name from them
 // on the default image's content (image.BuildDerived): written to the OCI
 // layout of homeDir, unpacked and verified like the default image, addressed
@@ -241,8 +255,12 @@ func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
 	}
 	progress(fmt.Sprintf("%d packages, %d files, %.1f MB; compressing the layer, writing and unpacking the image",
 		len(contents.Packages), contents.Files, float64(contents.Bytes)/1e6))
+	name := opts.Name
+	if name == "" {
+		name = Name
+	}
 	img, err := image.BuildDerived(homeDir, opts.Base, image.Derived{
-		Name:      Name,
+		Name:      name,
 		Files:     files,
 		Cmd:       []string{python.Interpreter},
 		CreatedBy: createdBy(contents),

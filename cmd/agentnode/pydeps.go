@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
+	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/pydeps"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// depsInstaller is the store's InstallOptions.Deps for `agentnode install`:
+// a `runtime: python` package whose pyproject.toml declares dependencies
+// gets them installed from wheelhouse by pip in the configured sandbox
+// backend, with the image sandbox.python_installer_image (kernel/pydeps).
+// A package without dependencies needs neither a wheelhouse nor the
+// sandbox. The returned cleanup stops the backend plugin if one started.
+func depsInstaller(ctx context.Context, dir, wheelhouse string) (func(string, *manifest.Manifest) ([]string, error), func()) {
+	var host *pluginhost.Host
+	cleanup := func() {
+		if host != nil {
+			host.Close()
+		}
+	}
+	return func(content string, m *manifest.Manifest) ([]string, error) {
+		reqs, err := pydeps.Requirements(content, m)
+		if err != nil || len(reqs) == 0 {
+			return nil, err
+		}
+		if wheelhouse == "" {
+			return nil, fmt.Errorf("%w: %s declares dependencies (%d: %s …); give the wheels with --wheelhouse DIR",
+				pydeps.ErrDependencies, pydeps.PyprojectFile, len(reqs), reqs[0])
+		}
+		cfg, err := config.Load(home.ConfigPath(dir))
+		if err != nil {
+			return nil, err
+		}
+		ref := cfg.Sandbox.PythonInstallerImage
+		if ref == "" {
+			return nil, reason.New(reason.ImageUnpinned,
+				"%s declares dependencies, and sandbox.python_installer_image is not set: build the installer image with `agentnode sandbox build --python-installer`",
+				pydeps.PyprojectFile)
+		}
+		img, err := image.Resolve(dir, ref)
+		if err != nil {
+			return nil, err
+		}
+		limits, timeout, err := installLimits(cfg)
+		if err != nil {
+			return nil, err
+		}
+		host = pluginhost.New(pluginhost.Options{HomeDir: dir})
+		backend := cfg.Sandbox.Backend
+		client, err := host.Sandbox(ctx, backend)
+		if err != nil {
+			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
+		}
+		av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, Rootfs: img.Rootfs})
+		if err != nil {
+			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
+		}
+		if !av.Available {
+			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)", backend, av.Reason, av.Detail)
+		}
+		in := &pydeps.Installer{
+			Sandbox: client, Backend: backend, Image: img, Wheelhouse: wheelhouse,
+			Limits: limits, Timeout: timeout,
+			RunID: fmt.Sprintf("an-deps-%d", time.Now().UnixNano()),
+		}
+		return in.Install(ctx, content, reqs)
+	}, cleanup
+}
+
+// installLimits are the sandbox limits of the configuration (pydeps
+// raises /tmp and memory to its minimums).
+func installLimits(cfg *config.Config) (sandbox.Limits, time.Duration, error) {
+	l := cfg.Sandbox.Limits
+	mem, err := l.MemoryBytes()
+	if err != nil {
+		return sandbox.Limits{}, 0, reason.New(reason.ConfigInvalid, "sandbox.limits.memory: %w", err)
+	}
+	tmp, err := l.TmpSizeBytes()
+	if err != nil {
+		return sandbox.Limits{}, 0, reason.New(reason.ConfigInvalid, "sandbox.limits.tmp_size: %w", err)
+	}
+	return sandbox.Limits{MemoryBytes: mem, Pids: l.Pids, CPUs: l.CPUs, TmpBytes: tmp},
+		time.Duration(l.TimeoutSeconds) * time.Second, nil
+}
+
+// absWheelhouse is --wheelhouse as an absolute path ("" stays "").
+func absWheelhouse(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	return filepath.Abs(dir)
+}
+
+// pythonInstallerReport is what `sandbox build --python-installer --json`
+// prints.
+type pythonInstallerReport struct {
+	image.Image
+	Contents *pyimage.Contents `json:"contents"`
+	// Config is what happened to sandbox.python_installer_image: "set"
+	// (it was absent), "unchanged" or "kept" (it pins another image;
+	// Hint says how to switch).
+	Config  string       `json:"config"`
+	Hint    string       `json:"hint,omitempty"`
+	Engines []engineLoad `json:"engines"`
+}
+
+// buildPythonInstaller is `agentnode sandbox build --python-installer`:
+// the Python installer image (pyimage.BuildInstaller) from this host's
+// Debian packages, loaded into Docker and Podman when they are installed,
+// pinned in sandbox.python_installer_image when that is absent.
+func buildPythonInstaller(cmd *cobra.Command, jsonOut bool, busybox string) error {
+	dir, cfgPath, cfg, err := sandboxConfig()
+	if err != nil {
+		return fail(cmd, jsonOut, err)
+	}
+	if !jsonOut {
+		fmt.Fprintln(cmd.ErrOrStderr(), "building the Python installer image from this host's Debian packages (this takes a while) …")
+	}
+	img, contents, err := pyimage.BuildInstaller(dir, pyimage.Options{Base: image.BuildOptions{BusyboxPath: busybox}})
+	if err != nil {
+		return fail(cmd, jsonOut, err)
+	}
+	rep := pythonInstallerReport{Image: *img, Contents: contents, Engines: []engineLoad{}}
+	for _, e := range image.Engines {
+		if _, err := image.EngineCLI(e); err != nil {
+			continue
+		}
+		l := engineLoad{Engine: e, Loaded: true}
+		if err := image.Load(img, e); err != nil {
+			l.Loaded, l.Error = false, err.Error()
+		}
+		rep.Engines = append(rep.Engines, l)
+	}
+	const key = "sandbox.python_installer_image"
+	switch cfg.Sandbox.PythonInstallerImage {
+	case img.Ref:
+		rep.Config = "unchanged"
+	case "":
+		if err := config.Set(cfgPath, key, img.Ref); err != nil {
+			return fail(cmd, jsonOut, err)
+		}
+		rep.Config = "set"
+	default:
+		rep.Config = "kept"
+		rep.Hint = "agentnode config set " + key + " " + img.Ref
+	}
+	if jsonOut {
+		return writeJSON(cmd.OutOrStdout(), rep)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "image:     %s\n", img.Ref)
+	fmt.Fprintf(w, "packages:  %d Debian packages, %d files, %d bytes\n", len(contents.Packages), contents.Files, contents.Bytes)
+	fmt.Fprintf(w, "rootfs:    %s\n", img.Rootfs)
+	for _, l := range rep.Engines {
+		if l.Loaded {
+			fmt.Fprintf(w, "loaded into %s\n", l.Engine)
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: warning: not loaded into %s: %s\n", l.Engine, l.Error)
+		}
+	}
+	switch rep.Config {
+	case "set":
+		fmt.Fprintf(w, "%s set to %s\n", key, img.Ref)
+	case "unchanged":
+		fmt.Fprintf(w, "%s already pins this image\n", key)
+	default:
+		fmt.Fprintf(w, "%s pins %s; to use the new image:\n  %s\n", key, cfg.Sandbox.PythonInstallerImage, rep.Hint)
+	}
+	return nil
+}

@@ -1,0 +1,426 @@
+// Package pydeps installs a Python package's dependencies at `agentnode
+// install`, never at run time: the requirements of its pyproject.toml
+// ([project].dependencies) are resolved and installed by Debian's pip
+// inside a sandbox (the configured backend's Run, the Python installer
+// image, no network), wheels only (--only-binary :all:, so no package code
+// runs: no sdist is built), from a wheelhouse directory the user names,
+// mounted read-only at /pack. pip installs them `--target` a directory on
+// the container's /tmp, which the sandbox streams back as a tar on its
+// stdout; the host unpacks it with kernel/tarsafe, under caps, into the
+// staging copy of the package at python.DepsDir, where the shim finds
+// them. The store hashes that directory apart (store.Package.DepsHash) and
+// verifies it before every run. specs/python.md describes it.
+package pydeps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/sdk/python"
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// ErrDependencies is wrapped by every error about the dependencies
+// themselves: a pyproject.toml that cannot be read, a requirement that is
+// refused, no wheelhouse given, a requirement the wheelhouse cannot
+// satisfy with wheels, files that are refused. `agentnode install` exits 2
+// for them.
+var ErrDependencies = errors.New("dependencies cannot be installed")
+
+// PyprojectFile is the file the requirements are read from, at the top of
+// the package.
+const PyprojectFile = "pyproject.toml"
+
+// Bounds of what is read and accepted.
+const (
+	MaxPyprojectBytes = 1 << 20
+	MaxRequirements   = 256
+	MaxRequirementLen = 512
+)
+
+// Caps bound the dependencies unpacked on the host.
+type Caps struct {
+	Entries    int
+	FileBytes  int64
+	TotalBytes int64
+}
+
+// DefaultCaps: 50,000 entries, 128 MiB a file, 512 MiB in all. The
+// container's /tmp (sandbox.limits.tmp_size, at least MinTmpBytes here)
+// bounds them first.
+var DefaultCaps = Caps{Entries: 50000, FileBytes: 128 << 20, TotalBytes: 512 << 20}
+
+// MinTmpBytes is the least /tmp an install gets, whatever
+// sandbox.limits.tmp_size says; the memory limit is raised to hold it (a
+// tmpfs is charged to the container's memory) plus MinMemoryBytes.
+const (
+	MinTmpBytes    = 256 << 20
+	MinMemoryBytes = 256 << 20
+)
+
+// pyproject is what is read of pyproject.toml.
+type pyproject struct {
+	Project *struct {
+		Name         string   `toml:"name"`
+		Dependencies []string `toml:"dependencies"`
+		Dynamic      []string `toml:"dynamic"`
+	} `toml:"project"`
+}
+
+// requirementRE is a PEP 508 requirement by name: a distribution name,
+// optional extras, optional version specifiers, optional environment
+// markers after ";". Direct references ("name @ URL") are not accepted:
+// they name something outside the wheelhouse, and may be an sdist.
+var requirementRE = regexp.MustCompile(`^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(\[[A-Za-z0-9._,\s-]*\])?\s*(\(?[\s<>=!~.,*A-Za-z0-9+]*\)?)\s*(;[^@\x00-\x1f\x7f]*)?$`)
+
+// Requirements returns the dependencies a package declares: the
+// [project].dependencies of pyproject.toml at the top of dir, for a
+// `runtime: python` package; nil when it has none, no pyproject.toml or
+// another runtime. A pyproject.toml that is not a regular file of at most
+// MaxPyprojectBytes, not TOML, or declares its dependencies dynamic (a
+// build backend would have to run to know them), and a requirement that
+// is not a plain PEP 508 requirement by name, are errors wrapping
+// ErrDependencies.
+func Requirements(dir string, m *manifest.Manifest) ([]string, error) {
+	if m != nil && m.Runtime != manifest.RuntimePython {
+		return nil, nil
+	}
+	name := filepath.Join(dir, PyprojectFile)
+	data, err := bounded.ReadFile(name, MaxPyprojectBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrDependencies, PyprojectFile, err)
+	}
+	var pp pyproject
+	if err := toml.Unmarshal(data, &pp); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrDependencies, PyprojectFile, err)
+	}
+	if pp.Project == nil {
+		return nil, nil
+	}
+	if slices.Contains(pp.Project.Dynamic, "dependencies") {
+		return nil, fmt.Errorf("%w: %s: [project].dynamic lists dependencies: agentnode does not run a build backend to learn them; declare them in [project].dependencies",
+			ErrDependencies, PyprojectFile)
+	}
+	reqs := pp.Project.Dependencies
+	if len(reqs) > MaxRequirements {
+		return nil, fmt.Errorf("%w: %s: %d dependencies, more than %d", ErrDependencies, PyprojectFile, len(reqs), MaxRequirements)
+	}
+	for i, r := range reqs {
+		r = strings.TrimSpace(r)
+		reqs[i] = r
+		if err := checkRequirement(r); err != nil {
+			return nil, fmt.Errorf("%w: %s: [project].dependencies[%d] %q: %w", ErrDependencies, PyprojectFile, i, r, err)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	return reqs, nil
+}
+
+func checkRequirement(r string) error {
+	switch {
+	case r == "":
+		return errors.New("empty")
+	case len(r) > MaxRequirementLen:
+		return fmt.Errorf("longer than %d bytes", MaxRequirementLen)
+	case strings.Contains(strings.SplitN(r, ";", 2)[0], "@"):
+		return errors.New("a direct reference (name @ URL): agentnode installs dependencies by name from the wheelhouse only")
+	case !requirementRE.MatchString(r):
+		return errors.New("not a PEP 508 requirement by name (NAME[EXTRAS] SPECIFIERS; MARKERS)")
+	}
+	return nil
+}
+
+// requirementName returns the distribution name of a checked requirement.
+func requirementName(r string) string {
+	if m := requirementRE.FindStringSubmatch(r); m != nil {
+		return m[1]
+	}
+	return r
+}
+
+// normalize is PEP 503's name normalisation.
+func normalize(name string) string {
+	return strings.ToLower(regexp.MustCompile(`[-_.]+`).ReplaceAllString(name, "-"))
+}
+
+// Runner runs one sandboxed process (a sandbox backend's client).
+type Runner interface {
+	Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.RunResponse, error)
+}
+
+// Installer installs requirements from a wheelhouse, in a sandbox.
+type Installer struct {
+	Sandbox Runner
+	Backend string       // the backend's name, for messages
+	Image   *image.Image // the Python installer image, resolved
+	// Wheelhouse is the host directory of wheels (*.whl), mounted
+	// read-only at /pack: it must be readable by the sandbox user (uid
+	// 1000).
+	Wheelhouse string
+	Limits     sandbox.Limits // raised to MinTmpBytes and MinMemoryBytes
+	Timeout    time.Duration
+	Caps       Caps // zero: DefaultCaps
+	// RunID names the container ("" gives one from the time).
+	RunID string
+}
+
+// pipArgs are pip's options: no index, the wheelhouse only, wheels only,
+// no bytecode, no cache, no configuration files or PIP_* variables, no
+// prompts; the requirements come after "--", one argument each.
+var pipArgs = []string{
+	"install", "--isolated", "--no-index", "--find-links", "/pack", "--only-binary", ":all:",
+	"--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--no-input",
+	"--no-warn-script-location", "--progress-bar", "off", "--target", targetDir,
+}
+
+// targetDir is where pip installs inside the container.
+const targetDir = "/tmp/agentnode-deps"
+
+// script runs pip (its output to stderr), then streams the installed tree
+// as a tar on stdout.
+var script = "set -e\n" + python.Interpreter + " -I -m pip " + strings.Join(pipArgs, " ") + " -- \"$@\" 1>&2\n" +
+	"cd " + targetDir + "\nexec tar -cf - .\n"
+
+// Command is the argv the sandbox runs for reqs.
+func Command(reqs []string) []string {
+	return append([]string{"/bin/sh", "-c", script, "sh"}, reqs...)
+}
+
+// Install installs reqs into <content>/python.DepsDir and returns the
+// distributions installed, "name==version", sorted. content must not have
+// a DepsDir of its own. Errors about the dependencies wrap ErrDependencies
+// and name the requirement pip could not satisfy; a sandbox that cannot
+// run or prove its cleanup is sandbox_unavailable, a run past Timeout
+// timeout, one the kernel killed for memory killed_memory. What was
+// written stays for the caller to remove (the store removes its staging
+// directory).
+func (in *Installer) Install(ctx context.Context, content string, reqs []string) ([]string, error) {
+	deps := filepath.Join(content, python.DepsDir)
+	if _, err := os.Lstat(deps); err == nil {
+		return nil, fmt.Errorf("%w: the package has a %s of its own and %s declares dependencies: agentnode installs them there; ship one or the other",
+			ErrDependencies, python.DepsDir, PyprojectFile)
+	}
+	if err := in.checkWheelhouse(); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(deps, 0o700); err != nil {
+		return nil, err
+	}
+	caps := in.Caps
+	if caps == (Caps{}) {
+		caps = DefaultCaps
+	}
+	limits := in.Limits
+	limits.TmpBytes = max(limits.TmpBytes, MinTmpBytes)
+	limits.MemoryBytes = max(limits.MemoryBytes, limits.TmpBytes+MinMemoryBytes)
+	runID := in.RunID
+	if runID == "" {
+		runID = fmt.Sprintf("an-deps-%d", time.Now().UnixNano())
+	}
+
+	pr, pw := io.Pipe()
+	extracted := make(chan error, 1)
+	go func() {
+		err := tarsafe.Extract(deps, pr, tarsafe.Options{
+			Tree:               "the dependencies",
+			MaxEntries:         caps.Entries,
+			MaxFileBytes:       caps.FileBytes,
+			MaxTotalBytes:      caps.TotalBytes,
+			Sync:               true,
+			RefuseTrailingData: true,
+		})
+		if err != nil {
+			// The sandbox's next write fails: the backend stops it.
+			pr.CloseWithError(err)
+		} else {
+			pr.Close()
+		}
+		extracted <- err
+	}()
+	stderr := &tail{max: 64 << 10}
+	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
+		Spec: sandbox.Spec{
+			RunID:      runID,
+			Image:      in.Image.Ref,
+			ImageID:    in.Image.ConfigDigest,
+			Rootfs:     in.Image.Rootfs,
+			PackageDir: in.Wheelhouse,
+			Args:       Command(reqs),
+			Env:        []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
+			Limits:     limits,
+			Timeout:    in.Timeout,
+			Network:    false,
+		},
+		Stdout: pw,
+		Stderr: stderr,
+	})
+	pw.Close()
+	extractErr := <-extracted
+
+	if resp == nil {
+		if runErr == nil {
+			runErr = errors.New("no result")
+		}
+		return nil, reason.New(reason.SandboxUnavailable, "installing dependencies in sandbox backend %s: %w", in.Backend, runErr)
+	}
+	if !resp.CleanupVerified {
+		return nil, reason.New(reason.SandboxUnavailable,
+			"sandbox backend %s could not prove the container that installed the dependencies was removed", in.Backend)
+	}
+	if resp.TimedOut {
+		return nil, reason.New(reason.Timeout, "installing the dependencies timed out after %s (sandbox.limits.timeout_seconds)", in.Timeout)
+	}
+	if extractErr != nil {
+		return nil, fmt.Errorf("%w: the installed files were refused: %w; nothing was installed", ErrDependencies, extractErr)
+	}
+	if resp.OOMKilled && resp.ExitCode != 0 {
+		return nil, reason.New(reason.KilledMemory, "installing the dependencies was killed by the kernel for using more than %d MiB", limits.MemoryBytes>>20)
+	}
+	if runErr != nil {
+		return nil, reason.New(reason.SandboxUnavailable, "installing dependencies in sandbox backend %s: %w", in.Backend, runErr)
+	}
+	if resp.ExitCode != 0 {
+		return nil, in.pipError(reqs, stderr.String(), resp.ExitCode)
+	}
+	installed, err := distributions(deps)
+	if err != nil {
+		return nil, err
+	}
+	if len(installed) == 0 {
+		return nil, fmt.Errorf("%w: pip installed nothing for %s", ErrDependencies, strings.Join(reqs, ", "))
+	}
+	return installed, nil
+}
+
+// checkWheelhouse: a directory, given.
+func (in *Installer) checkWheelhouse() error {
+	if in.Wheelhouse == "" {
+		return fmt.Errorf("%w: no wheelhouse: give one with --wheelhouse DIR", ErrDependencies)
+	}
+	fi, err := os.Stat(in.Wheelhouse)
+	if err != nil {
+		return fmt.Errorf("%w: wheelhouse: %w", ErrDependencies, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: wheelhouse %s is not a directory", ErrDependencies, in.Wheelhouse)
+	}
+	return nil
+}
+
+var (
+	noMatchRE  = regexp.MustCompile(`(?m)^ERROR: No matching distribution found for (.+)$`)
+	errorRE    = regexp.MustCompile(`(?m)^ERROR: .*$`)
+	sdistRE    = regexp.MustCompile(`^(.+?)-[0-9][^-]*\.(tar\.gz|zip|tar\.bz2|tar\.xz|tgz)$`)
+	distInfoRE = regexp.MustCompile(`^(.+)-([^-]+)\.dist-info$`)
+)
+
+// pipError says why pip failed: the requirement no wheel satisfies (and
+// whether only an sdist of it is in the wheelhouse), else pip's ERROR
+// lines.
+func (in *Installer) pipError(reqs []string, stderr string, code int) error {
+	if m := noMatchRE.FindStringSubmatch(stderr); m != nil {
+		req := strings.TrimSpace(m[1])
+		msg := fmt.Sprintf("no wheel in the wheelhouse %s satisfies the requirement %q", in.Wheelhouse, req)
+		if sd := in.sdists(normalize(requirementName(req))); len(sd) > 0 {
+			msg += fmt.Sprintf("; the wheelhouse has only a source distribution of it (%s), and agentnode installs wheels only: building one would run the package's code",
+				strings.Join(sd, ", "))
+		}
+		if from := fromOf(stderr, req); from != "" {
+			msg += " (required by " + from + ")"
+		}
+		return fmt.Errorf("%w: %s; nothing was installed", ErrDependencies, msg)
+	}
+	lines := errorRE.FindAllString(stderr, 8)
+	detail := strings.Join(lines, "; ")
+	if detail == "" {
+		detail = lastLines(stderr, 5)
+	}
+	return fmt.Errorf("%w: pip could not install %s (exit %d): %s; nothing was installed", ErrDependencies, strings.Join(reqs, ", "), code, detail)
+}
+
+// fromOf returns what pip says required req ("from liba==2.1"), if it said.
+func fromOf(stderr, req string) string {
+	re := regexp.MustCompile(`(?m)^ERROR: Could not find a version that satisfies the requirement ` + regexp.QuoteMeta(req) + ` \(from ([^)]*)\)`)
+	if m := re.FindStringSubmatch(stderr); m != nil && !strings.HasPrefix(m[1], "versions:") {
+		return m[1]
+	}
+	return ""
+}
+
+// sdists lists the source distributions of name in the wheelhouse.
+func (in *Installer) sdists(name string) []string {
+	ents, err := os.ReadDir(in.Wheelhouse)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if m := sdistRE.FindStringSubmatch(e.Name()); m != nil && normalize(m[1]) == name {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// distributions lists the *.dist-info directories pip wrote, as
+// "name==version".
+func distributions(deps string) ([]string, error) {
+	ents, err := os.ReadDir(deps)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if m := distInfoRE.FindStringSubmatch(e.Name()); m != nil && e.IsDir() {
+			out = append(out, m[1]+"=="+m[2])
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}
+
+// tail keeps the last max bytes written.
+type tail struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string { return t.buf.String() }
