@@ -30,6 +30,7 @@ import importlib.abc
 import inspect
 import json
 import os
+import site
 import subprocess
 import sys
 import tempfile
@@ -40,8 +41,10 @@ if _MODE not in ("route", "direct"):
 _TOOLS = json.loads(os.environ["AGENTNODE_ROUTE_TOOLS"])
 _LOG = os.environ["AGENTNODE_ROUTE_LOG"]
 
-for _p in reversed([p for p in os.environ.get("AGENTNODE_ROUTE_PATH", "").split(os.pathsep) if p]):
-    sys.path.insert(0, _p)
+_PATH = [p for p in os.environ.get("AGENTNODE_ROUTE_PATH", "").split(os.pathsep) if p]
+sys.path[0:0] = _PATH
+for _p in _PATH:
+    site.addsitedir(_p)  # its .pth files, as the tool shim processes them in .deps
 
 _BY_MODULE = {}
 for _t in _TOOLS:
@@ -104,8 +107,14 @@ def _proxy(module, tool, fn):
             return fn(*args, **kwargs)
         # AgentNode calls func(**input): positional arguments become the
         # parameters they bind to; a wrong call fails here as it would.
-        bound = sig.bind(*args, **kwargs)
-        params = dict(bound.arguments)
+        try:
+            params = dict(sig.bind(*args, **kwargs).arguments)
+        except TypeError:
+            if args:
+                raise
+            # A call the function refuses (a missing or unexpected
+            # argument) goes to the tool as it is: it fails there.
+            return _route(module, tool, kwargs)
         for name, param in sig.parameters.items():
             if param.kind is inspect.Parameter.VAR_KEYWORD and name in params:
                 params.update(params.pop(name))
