@@ -477,7 +477,10 @@ func TestRulePredicates(t *testing.T) {
 		"/etc/passwd": true, "  /x": true, "~": true, "~/x": true, `~\x`: true, "~root/.ssh": true,
 		`C:\x`: true, "c:/x": true, "D:": true, `\\srv\share`: true, "file:///x": true, "FILE:x": true,
 		"etc/passwd": false, "a/b": false, "~5 minutes": false, "C:x": false, "ab:/x": false, "": false,
-		"http://x": false,
+		"http://x": false, `\Windows\System32`: true, `\Users/x`: true,
+		// regular expressions and escapes are not paths (`\bword\b` stays
+		// one: it reads as the rooted path \bword\b)
+		`\d+`: false, `\w+@\w+`: false, `\n`: false,
 	} {
 		if got := isAbsolutePath(s); got != want {
 			t.Errorf("isAbsolutePath(%q) = %v", s, got)

@@ -169,8 +169,13 @@ func isAbsolutePath(s string) bool {
 		return false
 	}
 	switch {
-	case s[0] == '/' || s[0] == '\\':
+	case s[0] == '/':
 		return true
+	case s[0] == '\\':
+		// A UNC path (\\server\share) or a rooted Windows path
+		// (\Windows\System32); a lone backslash escape is a regular
+		// expression or an escaped character (\d+, \n), not a path.
+		return strings.HasPrefix(s, `\\`) || rootedWindowsPath.MatchString(s)
 	case homePath.MatchString(s):
 		return true
 	case len(s) >= 2 && isASCIILetter(s[0]) && s[1] == ':' && (len(s) == 2 || s[2] == '\\' || s[2] == '/'):
@@ -180,6 +185,10 @@ func isAbsolutePath(s string) bool {
 	}
 	return false
 }
+
+// rootedWindowsPath is \name\… or \name/…: a first component of name
+// characters, then a separator.
+var rootedWindowsPath = regexp.MustCompile(`^\\[A-Za-z0-9._ $~-]+[\\/]`)
 
 func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
