@@ -34,6 +34,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import threading
 
 _MODE = os.environ.get("AGENTNODE_ROUTE_MODE", "route")
 if _MODE not in ("route", "direct"):
@@ -49,6 +50,9 @@ for _p in _PATH:
 _BY_MODULE = {}
 for _t in _TOOLS:
     _BY_MODULE.setdefault(_t["module"], []).append(_t)
+
+
+_local = threading.local()
 
 
 class AgentnodeRefused(Exception):
@@ -102,9 +106,17 @@ def _proxy(module, tool, fn):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if getattr(_local, "depth", 0):
+            # A tool function calling another one of its module: part of
+            # the outer call (routed, it runs inside the tool's process).
+            return fn(*args, **kwargs)
         _log(tool)
         if _MODE == "direct":
-            return fn(*args, **kwargs)
+            _local.depth = 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _local.depth = 0
         # AgentNode calls func(**input): positional arguments become the
         # parameters they bind to; a wrong call fails here as it would.
         try:

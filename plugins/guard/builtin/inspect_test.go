@@ -480,7 +480,7 @@ func TestRulePredicates(t *testing.T) {
 		"http://x": false, `\Windows\System32`: true, `\Users/x`: true,
 		// regular expressions and escapes are not paths (`\bword\b` stays
 		// one: it reads as the rooted path \bword\b)
-		`\d+`: false, `\w+@\w+`: false, `\n`: false,
+		`\d+`: false, `\w+@\w+`: false, `\n`: false, `\b\w+@\w+\.\w+\b`: false, `\d\s`: false,
 	} {
 		if got := isAbsolutePath(s); got != want {
 			t.Errorf("isAbsolutePath(%q) = %v", s, got)

@@ -186,9 +186,10 @@ func isAbsolutePath(s string) bool {
 	return false
 }
 
-// rootedWindowsPath is \name\… or \name/…: a first component of name
-// characters, then a separator.
-var rootedWindowsPath = regexp.MustCompile(`^\\[A-Za-z0-9._ $~-]+[\\/]`)
+// rootedWindowsPath is \name\… or \name/…: a first component of at
+// least two name characters, then a separator (a one-letter one is a
+// regular expression's escape: \b\w+, \d\s).
+var rootedWindowsPath = regexp.MustCompile(`^\\[A-Za-z0-9._ $~-]{2,}[\\/]`)
 
 func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
