@@ -9,7 +9,7 @@
 // with a message naming the file and the offending key. Nothing is silently
 // defaulted except leaf keys absent from an otherwise valid file, which take
 // the documented defaults (specs/config.md); the optional keys that have no
-// default (guard.max_permissions.*) are then unset, and setup never writes
+// default (guard.max_permissions.*, sandbox.python_image) are then unset, and setup never writes
 // them.
 //
 // Writes (Setup, Set, AddTrustKey, Save) are atomic: a temporary file in the
@@ -118,7 +118,12 @@ type Sandbox struct {
 	HostConfinement string `json:"host_confinement"`
 	Backend         string `json:"backend"`
 	Image           string `json:"image"`
-	Limits          Limits `json:"limits"`
+	// PythonImage is sandbox.python_image, the Python runtime image of
+	// `runtime: python` tools in the sandbox (pinned by
+	// `agentnode sandbox build --python`); optional, no default: empty
+	// means Python tools cannot run sandboxed.
+	PythonImage string `json:"python_image,omitempty"`
+	Limits      Limits `json:"limits"`
 }
 
 // Limits are the per-run resource limits of the sandbox.

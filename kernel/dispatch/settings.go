@@ -24,6 +24,7 @@ type settings struct {
 	hostConfinement     string // sandbox.host_confinement
 	backend             string
 	image               string
+	pythonImage         string // sandbox.python_image ("" = not configured)
 	limits              sandbox.Limits
 	timeout             time.Duration
 	guardStrict         bool
@@ -55,6 +56,7 @@ func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*sett
 		hostConfinement:     c.Sandbox.HostConfinement,
 		backend:             c.Sandbox.Backend,
 		image:               c.Sandbox.Image,
+		pythonImage:         c.Sandbox.PythonImage,
 		timeout:             time.Duration(c.Sandbox.Limits.TimeoutSeconds) * time.Second,
 		guardStrict:         c.Guard.Strict || envTrue(environ, "AGENTNODE_GUARD_STRICT"),
 		guardGlobal:         map[policy.Action]policy.Verdict{},

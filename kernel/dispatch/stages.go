@@ -177,7 +177,8 @@ func stagePlacement(ctx context.Context, st *state) error {
 		if err := checkMCPLaunch(st); err != nil {
 			return err
 		}
-	} else if m.Runtime != "exec" {
+	} else if m.Runtime != "exec" && (m.Runtime != manifest.RuntimePython || m.PackageType != manifest.TypeAgent) {
+		// (runtime python agents: the agent shim in the Python image, agent.go)
 		return reason.New(reason.PolicyDenied, "runtime %q is %w", m.Runtime, errStageUnavailable)
 	}
 	placement := PlacementSandbox
@@ -228,7 +229,11 @@ func stagePlacement(ctx context.Context, st *state) error {
 // up, and it reports itself available. Any failure refuses — never another
 // backend, never the host.
 func checkSandbox(ctx context.Context, st *state) error {
-	img, err := image.Resolve(st.k.HomeDir, st.set.image)
+	ref, err := sandboxImage(st)
+	if err != nil {
+		return err
+	}
+	img, err := image.Resolve(st.k.HomeDir, ref)
 	if err != nil {
 		return err
 	}
@@ -246,6 +251,23 @@ func checkSandbox(ctx context.Context, st *state) error {
 	}
 	st.img, st.sandbox = img, client
 	return nil
+}
+
+// sandboxImage is the image reference a sandboxed run uses: sandbox.image,
+// or for a `runtime: python` package sandbox.python_image, which must be
+// set (sandbox_unavailable otherwise: never the host, never the default
+// image, which has no Python).
+func sandboxImage(st *state) (string, error) {
+	m := st.pkg.Manifest
+	if m.Runtime != manifest.RuntimePython {
+		return st.set.image, nil
+	}
+	if st.set.pythonImage == "" {
+		return "", reason.New(reason.SandboxUnavailable,
+			"%s runs with runtime python and no Python runtime image is configured (sandbox.python_image): "+
+				"build and pin it with `agentnode sandbox build --python`", toolName(st))
+	}
+	return st.set.pythonImage, nil
 }
 
 // sandboxError turns "the backend plugin is missing or broken" into
