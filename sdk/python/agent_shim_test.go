@@ -146,7 +146,7 @@ func digestContext() *AgentContext {
 	return &AgentContext{
 		Agent: "notes-digest-agent", RunID: "req-1", Goal: "Digest a text into one line.",
 		SystemPrompt:    "You write one-line digests.\n",
-		AllowedPackages: []string{"e2e-text-tools"}, MaxToolCalls: 5, MaxIterations: 4,
+		AllowedPackages: []string{"e2e-word-count", "e2e-keywords"}, MaxToolCalls: 5, MaxIterations: 4,
 		StopOnConsecutiveErrors: 3,
 		Retry:                   AgentRetry{Enabled: false, MaxRetries: 2, BackoffBase: 1, BackoffMax: 10},
 		LLM:                     AgentLLM{Enabled: true, Model: "e2e-model", MaxCalls: 3},
@@ -156,11 +156,11 @@ func digestContext() *AgentContext {
 // textTools is the host side of the digest agent's tools and model.
 func textTools(m *hostMsg) hostReply {
 	switch {
-	case m.Type == "run_tool" && m.Tool == nil:
+	case m.Type == "run_tool" && m.Package == "e2e-word-count" && m.Tool == nil:
 		return hostReply{OK: true, Result: `{"words":4,"chars":19}`}
 	case m.Type == "run_tool" && *m.Tool == "count":
 		return hostReply{OK: true, Result: `1`}
-	case m.Type == "run_tool" && *m.Tool == "keywords":
+	case m.Type == "run_tool" && m.Package == "e2e-keywords" && *m.Tool == "keywords":
 		return hostReply{OK: true, Result: `{"keywords":["alpha","beta"]}`}
 	case m.Type == "call_llm":
 		return hostReply{OK: true, Result: `{"role":"assistant","content":"one line"}`}
@@ -183,8 +183,8 @@ func TestAgentShimDigest(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", run.exit, run.stderr)
 	}
 	want := []string{
-		`{"input":{"text":"alpha beta alpha gamma"},"package":"e2e-text-tools","type":"run_tool"}`,
-		`{"input":{"text":"alpha beta alpha gamma","top":2},"package":"e2e-text-tools","tool":"keywords","type":"run_tool"}`,
+		`{"input":{"text":"alpha beta alpha gamma"},"package":"e2e-word-count","type":"run_tool"}`,
+		`{"input":{"text":"alpha beta alpha gamma","top":2},"package":"e2e-keywords","tool":"keywords","type":"run_tool"}`,
 		`{"messages":[{"content":"You write one-line digests.\n","role":"system"},` +
 			`{"content":"Digest in one line: alpha beta alpha gamma\nKeywords: alpha, beta","role":"user"}],"model":"e2e-model","type":"call_llm"}`,
 	}
@@ -229,7 +229,7 @@ func TestAgentShimOutcomes(t *testing.T) {
 		{"max_iterations", "notes_digest_agent.probes:loops", digestContext(), textTools, 0,
 			`{"type": "result", "ok": false, "error": "AgentLimitExceeded: Agent 'notes-digest-agent' exceeded max_iterations (4)"}`},
 		{"not allowed", "notes_digest_agent.probes:forbidden", digestContext(), textTools, 0,
-			`{"type": "result", "ok": false, "error": "PermissionError: Agent 'notes-digest-agent' is not allowed to use package 'not-allowed-pack'. Allowed: ['e2e-text-tools']"}`},
+			`{"type": "result", "ok": false, "error": "PermissionError: Agent 'notes-digest-agent' is not allowed to use package 'not-allowed-pack'. Allowed: ['e2e-word-count', 'e2e-keywords']"}`},
 		{"max_tool_calls", "notes_digest_agent.probes:overrun", digestContext(), textTools, 5,
 			`{"type": "result", "ok": false, "error": "AgentLimitExceeded: Agent 'notes-digest-agent' exceeded max_tool_calls (5)"}`},
 		{"no LLM access", "notes_digest_agent.probes:no_llm", noLLM, textTools, 0,

@@ -34,13 +34,13 @@ def run(context: Any, **kwargs: Any) -> dict:
 
     # Step 1: measure the text (the package's only tool, by package).
     context.next_iteration()
-    ok, stats = _call(context, "e2e-text-tools", None, text=text)
+    ok, stats = _call(context, "e2e-word-count", None, text=text)
     if not ok:
         stats = {"error": stats["error"]}
 
     # Step 2: keywords (a named tool).
     context.next_iteration()
-    ok, kw = _call(context, "e2e-text-tools", "keywords", text=text, top=2)
+    ok, kw = _call(context, "e2e-keywords", "keywords", text=text, top=2)
     keywords = kw.get("keywords", []) if ok else []
 
     # Step 3: the digest from the model.

@@ -22,7 +22,7 @@ def forbidden(context, **kwargs):
 def overrun(context, **kwargs):
     results = []
     while True:
-        results.append(context.run_tool("e2e-text-tools", "count", text="x").success)
+        results.append(context.run_tool("e2e-word-count", "count", text="x").success)
 
 
 def no_llm(context, **kwargs):
@@ -30,7 +30,7 @@ def no_llm(context, **kwargs):
 
 
 def refusals(context, **kwargs):
-    r = context.run_tool("e2e-text-tools", "count", text="x")
+    r = context.run_tool("e2e-word-count", "count", text="x")
     try:
         context.call_llm([{"role": "user", "content": "hi"}])
     except Exception as exc:  # noqa: BLE001 - the probe reports what was raised
