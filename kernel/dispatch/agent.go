@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -166,7 +165,8 @@ func (m *agentMsg) check() error {
 	var allowed, required []string
 	switch m.Type {
 	case agentRunTool:
-		allowed, required = []string{"package", "tool", "input"}, []string{"package", "tool", "input"}
+		// Without tool: the package's default tool (defaultTool).
+		allowed, required = []string{"package", "tool", "input"}, []string{"package", "input"}
 	case agentCallLLM:
 		allowed, required = []string{"provider", "model", "messages"}, []string{"model", "messages"}
 	case agentResult:
@@ -354,7 +354,7 @@ func executeAgent(ctx context.Context, st *state) error {
 	if parent := agentParent(ctx); parent != "" {
 		return reason.New(reason.PolicyDenied, "agent %s cannot be started by agent %s: agents call tools, not agents", m.PackageID, parent)
 	}
-	if m.Runtime != manifest.RuntimeExec || m.AgentEntrypoint == "" {
+	if (m.Runtime != manifest.RuntimeExec && m.Runtime != manifest.RuntimePython) || m.AgentEntrypoint == "" {
 		return reason.New(reason.RuntimeUnsupported, "agent %s: runtime %q is %w", m.PackageID, m.Runtime, errStageUnavailable)
 	}
 	first, err := toolio.EncodeRequest(st.tool.Name, st.req.Input)
@@ -362,6 +362,10 @@ func executeAgent(ctx context.Context, st *state) error {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
 	s := &agentSession{st: st, lim: agentLimitsFor(st)}
+	args, err := agentArgs(st, s.lim)
+	if err != nil {
+		return err
+	}
 	if s.lim.llm.enabled && st.k.Plugins != nil {
 		st.k.Plugins.Prestart(plugin.KindBroker, brokerPlugin)
 	}
@@ -394,7 +398,7 @@ func executeAgent(ctx context.Context, st *state) error {
 			ImageID:    st.img.ConfigDigest,
 			Rootfs:     st.img.Rootfs,
 			PackageDir: st.pkg.Dir,
-			Args:       []string{path.Join("/pack", m.AgentEntrypoint)},
+			Args:       args,
 			Limits:     st.set.limits,
 			Timeout:    s.lim.wallClock,
 			Network:    false,

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/termsafe"
@@ -39,10 +40,15 @@ type llmCeiling struct {
 
 func llmCeilingFor(st *state) llmCeiling {
 	host, m := st.set.agentLLM, st.pkg.Manifest.LLMAccess
+	if m == nil && agentExtrasOf(st.pkg.Manifest).llmRequired {
+		// AgentNode's way of asking for a model (agent.llm.required, or
+		// tier llm_only): LLM access without ceilings of the manifest's own.
+		m = &manifest.LLMAccess{Enabled: true}
+	}
 	c := llmCeiling{maxCalls: host.MaxCalls, maxInputChars: host.MaxInputChars, maxOutputChars: host.MaxOutputChars}
 	switch {
 	case m == nil || !m.Enabled:
-		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true)", st.pkg.ID)
+		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true, and agent.llm.required is not set)", st.pkg.ID)
 		return c
 	case !host.Enabled:
 		c.why = "LLM calls of agents are off on this host (agent_sandbox.llm.enabled is false)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -18,6 +19,9 @@ import (
 // in the agent's request links the two.
 func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 	target := msg.Package + "/" + msg.Tool
+	if msg.Tool == "" {
+		target = msg.Package
+	}
 	agentID := s.st.pkg.ID
 	if !slices.Contains(s.lim.allowedPackages, msg.Package) {
 		why := fmt.Sprintf("run_tool %s: package %s is not in tool_access.allowed_packages of agent %s", target, msg.Package, agentID)
@@ -30,8 +34,16 @@ func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 		return s.refuseTool(reason.RateLimited, fmt.Sprintf("run_tool %s: agent %s used its %d tool calls (limits.max_tool_calls)",
 			target, agentID, s.lim.maxToolCalls))
 	}
+	tool := msg.Tool
+	if tool == "" {
+		var err error
+		if tool, err = s.defaultTool(msg.Package); err != nil {
+			return s.refuseTool(reason.CodeOf(err), fmt.Sprintf("run_tool %s: %v", target, err))
+		}
+		target += "/" + tool
+	}
 	s.toolCalls++
-	res, err := nestedRun(s.st.k, ctx, &Request{Package: msg.Package, Tool: msg.Tool, Input: msg.Input})
+	res, err := nestedRun(s.st.k, ctx, &Request{Package: msg.Package, Tool: tool, Input: msg.Input})
 	rec := s.record("agent_tool_call", "run_tool")
 	rec.Decision = res.Decision
 	rec.Code = res.Code
@@ -51,6 +63,42 @@ func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 		why = "the tool failed"
 	}
 	return agentReply{OK: false, Error: why}
+}
+
+// defaultTool is the tool a run_tool without one calls, as AgentNode's SDK
+// resolves run_tool(slug) (its package-level entrypoint): the package's
+// only tool, or else the one tool that uses the package-level
+// entrypoint (taken from it, or "module:run" for entrypoint "module"). Anything else is refused (policy_denied): the agent must
+// name the tool. Only the installed manifest is read; the nested run
+// verifies the package as always.
+func (s *agentSession) defaultTool(pkgID string) (string, error) {
+	pkg, err := s.st.k.store().Get(pkgID)
+	if err != nil {
+		if reason.CodeOf(err) != "" {
+			return "", err
+		}
+		return "", reason.New(reason.ArtifactMismatch, "%w", err)
+	}
+	tools := pkg.Manifest.Tools
+	if len(tools) == 1 {
+		return tools[0].Name, nil
+	}
+	pkgEP := pkg.Manifest.Entrypoint
+	if pkgEP != "" && !strings.Contains(pkgEP, ":") {
+		pkgEP += ":run"
+	}
+	var names, fromPackage []string
+	for _, t := range tools {
+		names = append(names, t.Name)
+		if t.FromPackage || (pkgEP != "" && t.Entrypoint == pkgEP) {
+			fromPackage = append(fromPackage, t.Name)
+		}
+	}
+	if len(fromPackage) == 1 {
+		return fromPackage[0], nil
+	}
+	return "", reason.New(reason.PolicyDenied, "package %s has %d tools (%s) and the request names none",
+		pkgID, len(tools), strings.Join(names, ", "))
 }
 
 // nestedRun is (*Kernel).Run, set in init: a direct reference would make

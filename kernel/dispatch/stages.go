@@ -261,13 +261,14 @@ func checkSandbox(ctx context.Context, st *state) error {
 
 // checkRuntime refuses a package whose runtime this version does not run
 // for its package type (runtime_unsupported: no policy decided it): exec
-// and python for toolpacks, exec for agents. mcp_server packages are
-// checked by checkMCPLaunch.
+// and python for toolpacks and agents (a python agent runs the agent shim
+// in the Python image, agent.go). mcp_server packages are checked by
+// checkMCPLaunch.
 func checkRuntime(m *manifest.Manifest) error {
 	switch {
 	case m.Runtime == manifest.RuntimeExec:
 		return nil
-	case m.Runtime == manifest.RuntimePython && m.PackageType != manifest.TypeAgent:
+	case m.Runtime == manifest.RuntimePython:
 		return nil
 	}
 	return reason.New(reason.RuntimeUnsupported, "%s %s: runtime %q is %w", m.PackageType, m.PackageID, m.Runtime, errStageUnavailable)

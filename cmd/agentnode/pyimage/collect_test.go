@@ -190,6 +190,7 @@ func TestCollect(t *testing.T) {
 		"usr/lib64":                              {Type: tar.TypeDir, Mode: 0o755},
 		"etc":                                    {Type: tar.TypeDir, Mode: 0o755},
 		strings.TrimPrefix(python.ShimPath, "/"): {Type: tar.TypeReg, Mode: 0o644, Body: python.Shim},
+		strings.TrimPrefix(python.AgentShimPath, "/"): {Type: tar.TypeReg, Mode: 0o644, Body: python.AgentShim},
 	}
 	for name, w := range want {
 		g, ok := got[name]
@@ -216,7 +217,7 @@ func TestCollect(t *testing.T) {
 	if !slices.Equal(c.Skipped, []string{"ess"}) {
 		t.Errorf("skipped %v, want [ess]", c.Skipped)
 	}
-	if c.Files != 6 || c.Entries != len(files) {
+	if c.Files != 7 || c.Entries != len(files) {
 		t.Errorf("contents %+v for %d files", c, len(files))
 	}
 }

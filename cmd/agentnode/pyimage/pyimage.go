@@ -5,8 +5,8 @@
 // load, taken file by file from the packages installed on this host as
 // dpkg's database lists them (admin/info/<pkg>.list), each regular file
 // checked against the package's checksum (<pkg>.md5sums, or the status
-// file's Conffiles) before it goes in, and the tool shim of
-// sdk/python at python.ShimPath. Nothing is downloaded. The same
+// file's Conffiles) before it goes in, and the tool and agent shims of
+// sdk/python at python.ShimPath and python.AgentShimPath. Nothing is downloaded. The same
 // installed package versions and the same shim give the same digests.
 // specs/python.md describes the image.
 package pyimage
@@ -219,6 +219,8 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 	}
 	files = append(files, image.File{
 		Name: strings.TrimPrefix(python.ShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.Shim,
+	}, image.File{
+		Name: strings.TrimPrefix(python.AgentShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.AgentShim,
 	})
 
 	for _, p := range pkgs {
@@ -281,5 +283,7 @@ func createdBy(c *Contents) string {
 	}
 	sum := sha256.Sum256(python.Shim)
 	b.WriteString(", shim sha256:" + hex.EncodeToString(sum[:]))
+	sum = sha256.Sum256(python.AgentShim)
+	b.WriteString(", agent shim sha256:" + hex.EncodeToString(sum[:]))
 	return b.String()
 }
