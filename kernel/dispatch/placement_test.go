@@ -108,7 +108,7 @@ func TestPlacementPython(t *testing.T) {
 		t.Errorf("python, missing python image: %v", err)
 	}
 	for _, c := range []struct{ pkgType, runtime string }{
-		{manifest.TypeToolpack, manifest.RuntimeMCP}, {manifest.TypeToolpack, "ruby"}, {manifest.TypeAgent, manifest.RuntimePython},
+		{manifest.TypeToolpack, manifest.RuntimeMCP}, {manifest.TypeToolpack, "ruby"}, {manifest.TypeAgent, "ruby"},
 	} {
 		st := placementState(t, "default", "curated", c.pkgType, true)
 		st.pkg.Manifest.Runtime = c.runtime
