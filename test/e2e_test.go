@@ -132,13 +132,6 @@ func build(bin, extra string) error {
 			return err
 		}
 	}
-	// pybuild: builds the Python runtime image into a script's home
-	// (cmd/agentnode/pyimage), extra/pybuild.
-	pyb := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(extra, "pybuild"), "./cmd/agentnode/pyimage/pybuild")
-	pyb.Dir, pyb.Stderr, pyb.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
-	if err := pyb.Run(); err != nil {
-		return err
-	}
 	// rusage: the attack suite's `bounded` command runs commands under it.
 	if err := buildStatic(filepath.Join(extra, "rusage"), filepath.Join(root, "test", "tools", "rusage")); err != nil {
 		return err
