@@ -29,18 +29,7 @@ func ContentHash(dir string) (string, error) { return contentHash(dir, nil) }
 // when cache is not nil. The tree itself (names, kinds, modes, symlink
 // targets) is read every time.
 func contentHash(dir string, cache *hashcache.Cache) (string, error) {
-	opt := treehash.Options{Check: checkEntry}
-	if cache != nil {
-		// The cache knows files by absolute path.
-		if abs, err := filepath.Abs(dir); err == nil {
-			defer cache.Flush()
-			opt.Sum = func(f *os.File, p string) ([]byte, error) {
-				sum, _, err := cache.Sum(f, filepath.Join(abs, filepath.FromSlash(p)))
-				return sum, err
-			}
-		}
-	}
-	return treehash.Hash(dir, treehash.Content, opt)
+	return treehash.Hash(dir, treehash.Content, treehash.Options{Check: checkEntry, Cache: cache})
 }
 
 // checkEntry allows only directories, regular files and relative symlinks
