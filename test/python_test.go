@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
@@ -135,6 +137,86 @@ var (
 	pyBenchSandbox, pyBenchHost *mcpEnv
 )
 
+// A file of the Python image's rootfs changed after a verification that
+// cached its digest (kernel/hashcache, image.HashCachePath) is caught on
+// the next run: the attacker rewrites the standard library's compiled
+// json module in place, same size, and puts its times back, and the run is
+// refused with image_digest_mismatch before anything executes.
+func TestPythonImageTamperAfterCachedVerification(t *testing.T) {
+	e := pySandboxEnv(t, newMCPEnv(t))
+	ref := strings.TrimSpace(string(e.cli(t, "config", "get", "sandbox.python_image")))
+	_, mhex, err := image.ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootfs := image.RootfsDir(e.home(), mhex)
+	pycs, err := filepath.Glob(filepath.Join(rootfs, "usr", "lib", "python3.*", "json", "__pycache__", "__init__.*.pyc"))
+	if err != nil || len(pycs) != 1 {
+		t.Fatalf("the image's compiled json module: %v %v", pycs, err)
+	}
+	target := pycs[0]
+	// Only files unchanged for hashcache.Settle are cached: wait until the
+	// unpacked files have settled.
+	fi, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(ctime(t, target).Add(hashcache.Settle + 100*time.Millisecond)))
+	const input = `{"text":"one three fives"}`
+	if out := e.cli(t, "run", "probe-pack", "word_count", "--input", input, "--json"); !bytes.Contains(out, []byte(`"words":3`)) {
+		t.Fatalf("run before the tampering: %s", out)
+	}
+	if _, ok := hashcache.Read(image.HashCachePath(e.home(), mhex))[target]; !ok {
+		t.Fatalf("the run did not cache the digest of %s", target)
+	}
+
+	// The attacker: new bytes, the same size, the old times.
+	data, err := os.ReadFile(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	f, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(target, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := e.command("run", "probe-pack", "word_count", "--input", input, "--json")
+	out, err := cmd.Output()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("run after the tampering: %v\n%s", err, out)
+	}
+	var res struct {
+		Decision, Code, Reason string
+		Ran                    bool
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if res.Decision != "deny" || res.Code != "image_digest_mismatch" || res.Ran || !strings.Contains(res.Reason, "was modified") {
+		t.Fatalf("run after the tampering: %s", out)
+	}
+}
+
+// ctime is the status change time of p.
+func ctime(t testing.TB, p string) time.Time {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(st.Ctim.Unix())
+}
+
 // BenchmarkPythonTool compares, side by side in one run, one call of a
 // trivial runtime: python tool (probe-pack's word_count) through
 // `agentnode run` sandboxed (libcontainer, the Python image) and on the host
@@ -197,6 +279,14 @@ func BenchmarkPythonTool(b *testing.B) {
 		call func()
 		took time.Duration
 	}{{"direct", direct, 0}, {"host", run(host, "host"), 0}, {"sandbox", run(sb, "sandbox"), 0}}
+	// The steady state: the image's files have settled, so the warm-up
+	// call caches their digests (kernel/hashcache).
+	ref := strings.TrimSpace(string(sb.cli(b, "config", "get", "sandbox.python_image")))
+	_, mhex, err := image.ParseRef(ref)
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(time.Until(ctime(b, image.RootfsDir(sb.home(), mhex)).Add(hashcache.Settle + 100*time.Millisecond)))
 	for i := range calls {
 		calls[i].call() // warm caches (page cache, verdicts, hash cache)
 	}

@@ -1,12 +1,16 @@
 // Package hashcache remembers the SHA-256 digests of files by their identity
 // and change stamps, so that a file hashed once is not read and hashed again
 // while it provably has not changed: plugin binaries before every launch
-// (13–20 MB, about 10 ms each) and installed package trees before every run.
+// (13–20 MB, about 10 ms each), and installed package trees and the
+// unpacked rootfs of sandbox images before every run.
 //
 // An entry records the file's identity and change stamps (device, inode,
 // size, mtime, ctime) as fstat reported them on the very descriptor that was
-// hashed. It is used only when fstat of a newly opened descriptor matches
-// every field. The kernel sets ctime to the current time on any change to a
+// hashed. It is used only when the stamps of the file as it is now match
+// every field: fstat of a newly opened descriptor (Sum), or the lstat of
+// a tree walk that then uses the digest for that very entry
+// (kernel/treehash; a regular file's lstat and fstat report the same
+// inode's stamps). The kernel sets ctime to the current time on any change to a
 // file's content or metadata and offers no way to set it back (short of
 // changing the system clock, which needs root), and a replaced file has
 // another inode, so a file that changed after it was hashed never matches.

@@ -15,10 +15,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
@@ -316,6 +318,12 @@ func writable(t *testing.T, p string) func() {
 }
 
 func TestResolve(t *testing.T) {
+	// Each copy is verified once before it is tampered with, late enough
+	// for its files' digests to be cached (kernel/hashcache): tampering
+	// after a cached verification is caught all the same.
+	oldSettle := hashcache.Settle
+	hashcache.Settle = 20 * time.Millisecond
+	t.Cleanup(func() { hashcache.Settle = oldSettle })
 	bb := hostBusybox(t)
 	template := filepath.Join(t.TempDir(), "home")
 	built := build(t, template, bb)
@@ -391,6 +399,21 @@ func TestResolve(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: reason.ErrImageDigestMismatch, substr: "modified"},
+		{name: "rootfs file rewritten with its size and times kept", tamper: func(t *testing.T, h string, img *Image) {
+			// What would fool a cache keyed on size and mtime: the
+			// digest cached before must not vouch for the new bytes.
+			p := filepath.Join(img.Rootfs, "etc", "passwd")
+			defer writable(t, p)()
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := os.ReadFile(p)
+			writeInPlace(t, p, bytes.Replace(data, []byte("sandbox:x:1000:1000"), []byte("sandbox:x:0000:1000"), 1))
+			if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}, want: reason.ErrImageDigestMismatch, substr: "modified"},
 		{name: "rootfs passwd", tamper: func(t *testing.T, h string, img *Image) {
 			p := filepath.Join(img.Rootfs, "etc", "passwd")
 			defer writable(t, p)()
@@ -456,9 +479,14 @@ func TestResolve(t *testing.T) {
 			if out, err := exec.Command("cp", "-a", template, h).CombinedOutput(); err != nil {
 				t.Fatalf("cp: %v: %s", err, out)
 			}
+			time.Sleep(2 * hashcache.Settle) // the copy's files settle
 			img, err := Resolve(h, built.Ref)
 			if err != nil {
 				t.Fatalf("Resolve of the untouched copy: %v", err)
+			}
+			cached := hashcache.Read(HashCachePath(h, strings.TrimPrefix(img.ManifestDigest, "sha256:")))
+			if _, ok := cached[filepath.Join(img.Rootfs, "bin", "busybox")]; !ok {
+				t.Fatalf("Resolve did not cache the digest of bin/busybox (cache %d entries)", len(cached))
 			}
 			if tc.tamper != nil {
 				tc.tamper(t, h, img)

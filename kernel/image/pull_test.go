@@ -129,8 +129,8 @@ func TestPull(t *testing.T) {
 	}
 	// The pulled rootfs is the built one, byte for byte.
 	mhex := strings.TrimPrefix(built.ManifestDigest, "sha256:")
-	a, err1 := treeHash(built.Rootfs)
-	b, err2 := treeHash(r.Rootfs)
+	a, err1 := treeHash(built.Rootfs, nil)
+	b, err2 := treeHash(r.Rootfs, nil)
 	if err1 != nil || err2 != nil || a != b {
 		t.Errorf("tree hashes differ: %s %v / %s %v", a, err1, b, err2)
 	}

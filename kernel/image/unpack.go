@@ -11,6 +11,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/agentnode/agentnode/kernel/hashcache"
+	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
 	"github.com/agentnode/agentnode/kernel/treehash"
@@ -70,12 +72,12 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error 
 	if err := makeReadOnly(staging); err != nil {
 		return fmt.Errorf("unpack rootfs: %w", err)
 	}
-	tree, err := treeHash(staging)
+	tree, err := treeHash(staging, nil)
 	if err != nil {
 		return fmt.Errorf("unpack rootfs: %w", err)
 	}
 	target := RootfsDir(homeDir, mhex)
-	current, err := treeHash(target)
+	current, err := treeHash(target, nil)
 	switch {
 	case err == nil && current == tree:
 		// Already unpacked and intact: keep it (a running sandbox may use it).
@@ -143,7 +145,7 @@ func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile) error {
 		return reason.New(reason.ImageDigestMismatch, "rootfs %s was unpacked from layers %v, the image has %v",
 			dir, m.DiffIDs, cfg.RootFS.DiffIDs)
 	}
-	tree, err := treeHash(dir)
+	tree, err := treeHash(dir, hashcache.Open(HashCachePath(homeDir, mhex)))
 	if err != nil {
 		return reason.New(reason.ImageDigestMismatch, "rootfs %s: %w", dir, err)
 	}
@@ -186,9 +188,20 @@ func readSmall(p string, limit int64) ([]byte, error) {
 // every entry's relative path, type, permission bits (with setuid, setgid,
 // sticky), owner and group, and content (a regular file's size and
 // sha256, a symlink's target). Any other file type is an error. A missing
-// dir wraps fs.ErrNotExist.
-func treeHash(dir string) (string, error) {
-	return treehash.Hash(dir, treehash.Rootfs, treehash.Options{})
+// dir wraps fs.ErrNotExist. A file's digest comes from cache, when not
+// nil, if the file provably did not change since it was hashed
+// (kernel/hashcache); everything else is read every time.
+func treeHash(dir string, cache *hashcache.Cache) (string, error) {
+	return treehash.Hash(dir, treehash.Rootfs, treehash.Options{Cache: cache})
+}
+
+// HashCachePath is the cache of the digests of the files of the rootfs of
+// image manifestHex (kernel/hashcache), in agentnode's state directory: the
+// check before every run (Resolve) reads only the files that changed since
+// they were last hashed. One file per image, so that a run reads the
+// entries of its own image only.
+func HashCachePath(homeDir, manifestHex string) string {
+	return filepath.Join(home.StateDir(homeDir), "image-hashes", manifestHex+".json")
 }
 
 // extract unpacks the tar stream r into dst with kernel/tarsafe (see

@@ -171,7 +171,7 @@ func TestTreeHash(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("a"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h1, err := treeHash(dir)
+	h1, err := treeHash(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,16 +179,16 @@ func TestTreeHash(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "f"), filepath.Join(dir, "g")); err != nil {
 		t.Fatal(err)
 	}
-	if h2, err := treeHash(dir); err != nil || h2 == h1 {
+	if h2, err := treeHash(dir, nil); err != nil || h2 == h1 {
 		t.Fatalf("rename: %s, %v", h2, err)
 	}
 	if err := os.Rename(filepath.Join(dir, "g"), filepath.Join(dir, "f")); err != nil {
 		t.Fatal(err)
 	}
-	if h3, err := treeHash(dir); err != nil || h3 != h1 {
+	if h3, err := treeHash(dir, nil); err != nil || h3 != h1 {
 		t.Fatalf("rename back: %s, %v; want %s", h3, err, h1)
 	}
-	if _, err := treeHash(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := treeHash(filepath.Join(dir, "missing"), nil); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing dir: %v", err)
 	}
 }

@@ -30,19 +30,9 @@ func ContentHash(dir string) (string, error) { return contentHash(dir, nil, "") 
 // targets) is read every time. A non-empty skip is a top-level name left
 // out with everything below it (the installed dependencies, hashed apart).
 func contentHash(dir string, cache *hashcache.Cache, skip string) (string, error) {
-	opt := treehash.Options{Check: checkEntry}
+	opt := treehash.Options{Check: checkEntry, Cache: cache}
 	if skip != "" {
 		opt.Skip = func(p string, _ fs.FileInfo) bool { return p == skip }
-	}
-	if cache != nil {
-		// The cache knows files by absolute path.
-		if abs, err := filepath.Abs(dir); err == nil {
-			defer cache.Flush()
-			opt.Sum = func(f *os.File, p string) ([]byte, error) {
-				sum, _, err := cache.Sum(f, filepath.Join(abs, filepath.FromSlash(p)))
-				return sum, err
-			}
-		}
 	}
 	return treehash.Hash(dir, treehash.Content, opt)
 }

@@ -31,6 +31,8 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+
+	"github.com/agentnode/agentnode/kernel/hashcache"
 )
 
 // Format is one of the two digests.
@@ -61,9 +63,13 @@ type Options struct {
 	// order, before anything is hashed (the store refuses special files
 	// and escaping symlinks there); an error stops the hash.
 	Check func(root *os.Root, p string, info fs.FileInfo) error
-	// Sum, when set, returns the SHA-256 of the open regular file f at p
-	// (the store takes it from kernel/hashcache when it can).
-	Sum func(f *os.File, p string) ([]byte, error)
+	// Cache, when set, supplies the digests of regular files that
+	// provably did not change since they were last hashed
+	// (kernel/hashcache: the same device, inode, size, mtime and ctime),
+	// and learns the digests of the files Hash reads; Hash flushes it.
+	// Everything else (names, kinds, modes, owners, symlink targets) is
+	// read every time. The cache knows files by absolute path.
+	Cache *hashcache.Cache
 	// Skip, when set, is called for every entry but the root before
 	// Check; an entry it returns true for is left out of the hash, with
 	// everything below it when it is a directory (the store hashes a
@@ -93,6 +99,13 @@ func Hash(dir string, f Format, opt Options) (string, error) {
 		return "", err
 	}
 	defer root.Close()
+	var abs string
+	if opt.Cache != nil {
+		if abs, err = filepath.Abs(dir); err != nil {
+			return "", err
+		}
+		defer opt.Cache.Flush()
+	}
 	var entries []entry
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -138,7 +151,7 @@ func Hash(dir string, f Format, opt Options) (string, error) {
 			kind = "d"
 		case m.IsRegular():
 			kind = "f"
-			sum, size, err := sumFile(root, e, opt.Sum, buf)
+			sum, size, err := sumFile(root, e, opt.Cache, abs, buf)
 			if err != nil {
 				return "", err
 			}
@@ -186,8 +199,20 @@ func execFlag(m fs.FileMode) string {
 
 // sumFile hashes the regular file e, refusing anything that is not the
 // file the walk listed (a symlink or another file put in its place). It
-// returns the digest and the size.
-func sumFile(root *os.Root, e entry, sum func(*os.File, string) ([]byte, error), buf []byte) ([]byte, int64, error) {
+// returns the digest and the size. With a cache, the file's digest is
+// taken from it when the stamps the walk read (lstat, no descriptor
+// needed) match an entry, and learned from it otherwise; abs is the
+// absolute path of the root.
+func sumFile(root *os.Root, e entry, cache *hashcache.Cache, abs string, buf []byte) ([]byte, int64, error) {
+	var name string
+	if cache != nil {
+		name = filepath.Join(abs, filepath.FromSlash(e.path))
+		if st, ok := hashcache.StampOf(e.info); ok {
+			if sum, ok := cache.Lookup(name, st); ok {
+				return sum, e.info.Size(), nil
+			}
+		}
+	}
 	f, err := root.OpenFile(filepath.FromSlash(e.path), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, err
@@ -200,8 +225,8 @@ func sumFile(root *os.Root, e entry, sum func(*os.File, string) ([]byte, error),
 	if !fi.Mode().IsRegular() || !os.SameFile(fi, e.info) {
 		return nil, 0, fmt.Errorf("%s changed while it was hashed", e.path)
 	}
-	if sum != nil {
-		s, err := sum(f, e.path)
+	if cache != nil {
+		s, _, err := cache.Sum(f, name)
 		return s, fi.Size(), err
 	}
 	h := sha256.New()

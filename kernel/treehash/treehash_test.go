@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/hashcache"
 )
 
 func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -62,10 +65,47 @@ func TestContentVector(t *testing.T) {
 	if err != nil || got != recorded {
 		t.Fatalf("Hash = %s, %v; want %s", got, err, recorded)
 	}
-	// A custom Sum is what is hashed.
-	got, err = Hash(dir, Content, Options{Sum: func(*os.File, string) ([]byte, error) { return []byte{1}, nil }})
-	if err != nil || got == recorded {
-		t.Fatalf("Hash with Sum = %s, %v", got, err)
+}
+
+// With a cache (kernel/hashcache), a file whose stamps match an entry is
+// not read: a digest planted under the exact stamps of a/b/f is what is
+// hashed. Once the file is written again (the same bytes: only its ctime
+// changes), the entry no longer matches and the file is read.
+func TestCache(t *testing.T) {
+	old := hashcache.Settle
+	hashcache.Settle = 0
+	t.Cleanup(func() { hashcache.Settle = old })
+	for _, f := range []Format{Content, Rootfs} {
+		dir := tree(t)
+		want, err := Hash(dir, f, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache := hashcache.Open(filepath.Join(t.TempDir(), "hashes.json"))
+		if got, err := Hash(dir, f, Options{Cache: cache}); err != nil || got != want {
+			t.Fatalf("format %d: Hash with a cache = %s, %v; want %s", f, got, err, want)
+		}
+		file := filepath.Join(dir, "a", "b", "f")
+		fi, err := os.Lstat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := hashcache.StampOf(fi)
+		if _, ok := cache.Lookup(file, st); !ok {
+			t.Fatalf("format %d: Hash did not record %s in the cache", f, file)
+		}
+		planted := sha256.Sum256([]byte("planted"))
+		cache.Add(file, st, st, time.Now(), planted[:])
+		if got, err := Hash(dir, f, Options{Cache: cache}); err != nil || got == want {
+			t.Fatalf("format %d: Hash = %s, %v: the planted digest was not used", f, got, err)
+		}
+		time.Sleep(10 * time.Millisecond) // a ctime tick on coarse clocks
+		if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Hash(dir, f, Options{Cache: cache}); err != nil || got != want {
+			t.Fatalf("format %d: after the rewrite Hash = %s, %v; want %s (read again)", f, got, err, want)
+		}
 	}
 }
 

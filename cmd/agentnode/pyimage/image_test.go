@@ -116,6 +116,19 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 		}
 	})
 
+	t.Run("standard library bytecode", func(t *testing.T) {
+		// The image's interpreter, which cannot write bytecode, loads
+		// the standard library's compiled modules instead of compiling
+		// them on every start.
+		if contents.Bytecode < 100 {
+			t.Fatalf("%d compiled modules in the image", contents.Bytecode)
+		}
+		_, stderr := inRootfs(t, rootfs, "", "", python.Interpreter, "-I", "-S", "-B", "-v", "-c", "import json")
+		if !strings.Contains(stderr, "# code object from '/usr/lib/python3") || !strings.Contains(stderr, "/json/__pycache__/__init__.") {
+			t.Fatalf("json was not loaded from its bytecode:\n%s", stderr)
+		}
+	})
+
 	t.Run("shim", func(t *testing.T) {
 		packs, err := filepath.Abs("../../../sdk/python/testdata")
 		if err != nil {

@@ -78,9 +78,12 @@ type Contents struct {
 	// Skipped are Essential packages reached through dependencies and not
 	// followed (dpkg: the interpreter never loads them).
 	Skipped []string `json:"skipped"`
-	Files   int      `json:"files"`   // regular files, the shim included
-	Entries int      `json:"entries"` // files, directories and symlinks
-	Bytes   int64    `json:"bytes"`   // size of the regular files
+	Files   int      `json:"files"` // regular files, the shim and bytecode included
+	// Bytecode is how many of Files are the standard library's compiled
+	// modules (__pycache__/*.pyc), which no package lists.
+	Bytecode int   `json:"bytecode"`
+	Entries  int   `json:"entries"` // files, directories and symlinks
+	Bytes    int64 `json:"bytes"`   // size of the regular files
 }
 
 // Collect reads the packages of opts from the dpkg database and returns the
@@ -222,6 +225,12 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 	}, image.File{
 		Name: strings.TrimPrefix(python.AgentShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.AgentShim,
 	})
+	pyc, err := compileStdlib(root, files)
+	if err != nil {
+		return nil, nil, err
+	}
+	contents.Bytecode = len(pyc)
+	files = append(files, pyc...)
 
 	for _, p := range pkgs {
 		contents.Packages = append(contents.Packages, *perPkg[p.name])
@@ -250,7 +259,7 @@ func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	progress("reading and checking Debian's python3 packages (dpkg database, md5sums)")
+	progress("reading and checking Debian's python3 packages (dpkg database, md5sums), compiling the standard library")
 	files, contents, err := Collect(opts)
 	if err != nil {
 		return nil, nil, err
@@ -285,5 +294,8 @@ func createdBy(c *Contents) string {
 	b.WriteString(", shim sha256:" + hex.EncodeToString(sum[:]))
 	sum = sha256.Sum256(python.AgentShim)
 	b.WriteString(", agent shim sha256:" + hex.EncodeToString(sum[:]))
+	if c.Bytecode > 0 {
+		fmt.Fprintf(&b, ", standard library bytecode (%d checked hash-based .pyc)", c.Bytecode)
+	}
 	return b.String()
 }

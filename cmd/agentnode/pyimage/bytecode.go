@@ -1,0 +1,170 @@
+package pyimage
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	"github.com/agentnode/agentnode/kernel/image"
+)
+
+// stdlibDir matches the standard library's directory in the image,
+// usr/lib/python3.N.
+var stdlibDir = regexp.MustCompile(`^usr/lib/python3\.[0-9]+$`)
+
+// compileScript reads records (name, source) from stdin and writes, for
+// each source that compiles, a record (the path of its bytecode, the
+// bytecode) to stdout: a checked hash-based .pyc (PEP 552) at the place
+// importlib.util.cache_from_source names, compiled as py_compile does with
+// the image's path as the code's file name. A record is a 4-byte
+// big-endian length and that many bytes, twice. A hash-based .pyc holds
+// no time, and the interpreter compares it with its source's hash on every
+// import, so it never stands for other source.
+const compileScript = `import sys, struct, importlib.util, importlib._bootstrap_external as be
+def read(f, n):
+    b = f.read(n)
+    if len(b) != n:
+        raise EOFError
+    return b
+def field(f):
+    return read(f, struct.unpack(">I", read(f, 4))[0])
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+while inp.peek(1):
+    name, src = field(inp).decode("utf-8"), field(inp)
+    try:
+        code = compile(src, name, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        continue  # never importable; compileall skips it too
+    pyc = bytes(be._code_to_hash_pyc(code, importlib.util.source_hash(src), checked=True))
+    cache = importlib.util.cache_from_source(name).encode("utf-8")
+    out.write(struct.pack(">I", len(cache)) + cache + struct.pack(">I", len(pyc)) + pyc)
+out.flush()
+`
+
+// maxBytecode bounds what the compiler may answer (the standard library's
+// bytecode is about the size of its source).
+const maxBytecode = 1 << 30
+
+// compileStdlib returns the bytecode of the standard library's modules
+// among files, compiled by the interpreter of the packages they were taken
+// from (the image's own, at root/usr/bin/python3.N), so that the image's
+// interpreter does not compile every module it imports on every start
+// (it cannot write bytecode: the rootfs is read-only and the shim runs
+// with -B). Files without a standard library directory (no Python among
+// them) give none. The same sources and interpreter give the same bytes:
+// the compiler runs with a fixed hash seed (frozenset constants keep their
+// order) and compiles the sources in name order.
+func compileStdlib(root string, files []image.File) ([]image.File, error) {
+	var lib string
+	for _, f := range files {
+		if f.Type == tar.TypeDir && stdlibDir.MatchString(f.Name) {
+			if lib != "" {
+				return nil, fmt.Errorf("%w: two standard libraries, %s and %s", ErrPackage, lib, f.Name)
+			}
+			lib = f.Name
+		}
+	}
+	if lib == "" {
+		return nil, nil
+	}
+	var sources []image.File
+	for _, f := range files {
+		if f.Type == tar.TypeReg && path.Ext(f.Name) == ".py" && len(f.Name) > len(lib) && f.Name[:len(lib)+1] == lib+"/" {
+			sources = append(sources, f)
+		}
+	}
+	sort.Slice(sources, func(i, j int) bool { return sources[i].Name < sources[j].Name })
+	interpreter := filepath.Join(root, "usr", "bin", path.Base(lib))
+	work, err := os.MkdirTemp("", "agentnode-pyc-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	// -S: no site; -B: nothing written; not -I, which would ignore
+	// PYTHONHASHSEED. The environment is only that; the work directory
+	// (sys.path[0] for -c) is empty.
+	cmd := exec.Command(interpreter, "-S", "-B", "-c", compileScript)
+	cmd.Env = []string{"PYTHONHASHSEED=0"}
+	cmd.Dir = work
+	var in bytes.Buffer
+	for _, f := range sources {
+		writeField(&in, []byte("/"+f.Name))
+		writeField(&in, f.Body)
+	}
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("compile the standard library with %s: %w", interpreter, err)
+	}
+	out, readErr := readCompiled(bufio.NewReader(io.LimitReader(stdout, maxBytecode)), lib)
+	if readErr != nil {
+		_ = cmd.Process.Kill()
+	}
+	if err := cmd.Wait(); err != nil || readErr != nil {
+		return nil, fmt.Errorf("compile the standard library with %s: %w", interpreter, errors.Join(readErr, err, errors.New(stderr.String())))
+	}
+	return out, nil
+}
+
+// readCompiled reads the compiler's records: bytecode paths, which must be
+// in a __pycache__ directory of the standard library.
+func readCompiled(r *bufio.Reader, lib string) ([]image.File, error) {
+	var out []image.File
+	for {
+		if _, err := r.Peek(1); err == io.EOF {
+			return out, nil
+		}
+		name, err := readField(r)
+		if err != nil {
+			return nil, err
+		}
+		body, err := readField(r)
+		if err != nil {
+			return nil, err
+		}
+		n := string(name)
+		if len(n) < 2 || n[0] != '/' || path.Clean(n) != n || path.Base(path.Dir(n)) != "__pycache__" ||
+			path.Ext(n) != ".pyc" || !bytes.HasPrefix(name, []byte("/"+lib+"/")) {
+			return nil, fmt.Errorf("the compiler named %q", n)
+		}
+		out = append(out, image.File{Name: n[1:], Type: tar.TypeReg, Mode: 0o644, Body: body})
+	}
+}
+
+func writeField(w *bytes.Buffer, b []byte) {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	w.Write(n[:])
+	w.Write(b)
+}
+
+func readField(r io.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, fmt.Errorf("compiler output: %w", err)
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxBytecode {
+		return nil, fmt.Errorf("compiler output: a record of %d bytes", size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("compiler output: %w", err)
+	}
+	return b, nil
+}
