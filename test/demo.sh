@@ -4,7 +4,9 @@
 #   setup → sandbox build → a curated package on the host → the same kind of
 #   tool from a package nobody vouches for, in the sandbox → its escape
 #   attempts failing → an input refused by inspection → an unavailable
-#   sandbox refusing instead of falling back → audit, audit verify, doctor.
+#   sandbox refusing instead of falling back → a Python toolpack in
+#   AgentNode's shape, sandboxed in the Python image → audit, audit verify,
+#   doctor.
 # `make demo` installs what it needs first (test/deps.sh demo) and builds.
 # Runs as root (libcontainer needs root); as a normal user it shows the host
 # path only and says so. Starts a private Secret Service when none runs.
@@ -109,9 +111,18 @@ if [ "$sandbox" = 1 ]; then
   step agentnode config set sandbox.backend firecracker
   refused agentnode run stranger-demo greet --input '{"name":"world"}'
   step agentnode config set sandbox.backend libcontainer
+
+  echo; echo "== 8. a Python toolpack shaped like AgentNode's (ANP 0.1 package-level entrypoint, src/ layout)"
+  echo "# runs unmodified, sandboxed in the Python runtime image (Debian's python3, built offline, pinned by digest)"
+  step agentnode sandbox build --python
+  step agentnode install sdk/python/testdata/text-stats-pack
+  capture agentnode run text-stats-pack text_stats --input '{"text":"to be or not to be"}' --json
+  expect '"placement":"sandbox"'
+  expect '"ok":true'
+  expect '"words":6'
 fi
 
-echo; echo "== 8. every decision is in the hash-chained audit log"
+echo; echo "== 9. every decision is in the hash-chained audit log"
 step agentnode audit -n 12
 step agentnode audit verify
 if [ "$sandbox" = 1 ]; then
