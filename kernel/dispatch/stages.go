@@ -326,6 +326,10 @@ func stagePolicy(_ context.Context, st *state) error {
 	})
 	st.res.Risk, st.res.RiskBand = d.Score, string(d.Band)
 	st.res.GuardChain = append(st.res.GuardChain, "policy:"+string(d.Verdict))
+	if d.Rule == policy.RulePreApproved {
+		// The audit record shows whose pre-approval allowed the call.
+		st.res.GuardChain = append(st.res.GuardChain, "pre_approved:"+st.req.viaAgent)
+	}
 	if d.Verdict == policy.Deny {
 		if d.Rule == policy.RulePermission {
 			keys := st.set.ceilingKeys[d.PermissionKind()]
