@@ -93,11 +93,25 @@ func printGuardPolicy(cmd *cobra.Command, p *dispatch.GuardPolicy) {
 		note = " (ignored in strict mode)"
 	}
 	fmt.Fprintf(w, "tool overrides:%s\n", note)
-	if len(p.ToolOverrides) == 0 {
+	if len(p.ToolOverrides)+len(p.ToolActionOverrides) == 0 {
 		fmt.Fprintln(w, "  (none)")
 	}
 	for _, t := range slices.Sorted(maps.Keys(p.ToolOverrides)) {
 		fmt.Fprintf(w, "  %-30s %s\n", t, p.ToolOverrides[t])
+	}
+	for _, t := range slices.Sorted(maps.Keys(p.ToolActionOverrides)) {
+		m := p.ToolActionOverrides[t]
+		var per []string
+		for _, a := range slices.Sorted(maps.Keys(m)) {
+			per = append(per, a+"="+m[a])
+		}
+		fmt.Fprintf(w, "  %-30s %s; other action types: the policy\n", t, strings.Join(per, ", "))
+	}
+	if len(p.AgentPreApproved) > 0 {
+		fmt.Fprintf(w, "agent pre-approved actions (guard.agent_overrides, for the tool calls the agent makes)%s:\n", note)
+		for _, a := range slices.Sorted(maps.Keys(p.AgentPreApproved)) {
+			fmt.Fprintf(w, "  %-30s %s\n", a, strings.Join(p.AgentPreApproved[a], ", "))
+		}
 	}
 	fmt.Fprintf(w, "rate limits (per package, kept in %s):\n", p.RateLimits.StateFile)
 	for _, t := range slices.Sorted(maps.Keys(p.RateLimits.Defaults)) {

@@ -175,11 +175,11 @@ type Guard struct {
 	NetworkEgress string `json:"network_egress"`
 	Unknown       string `json:"unknown"`
 
-	Strict        bool                 `json:"strict"`
-	ToolOverrides map[string]string    `json:"tool_overrides"`
-	RateLimits    map[string]RateLimit `json:"rate_limits"`
-	// AgentOverrides is the AgentNode SDK's guard.agent_overrides
-	// (accepted, not enforced).
+	Strict        bool                    `json:"strict"`
+	ToolOverrides map[string]ToolOverride `json:"tool_overrides"`
+	RateLimits    map[string]RateLimit    `json:"rate_limits"`
+	// AgentOverrides is the AgentNode SDK's guard.agent_overrides: the
+	// action types pre-approved for the tool calls an agent makes.
 	AgentOverrides map[string]AgentOverride `json:"agent_overrides,omitempty"`
 	Inspectors     []string                 `json:"inspectors"`
 	// MaxPermissions is the permission ceiling (guard.max_permissions): a
@@ -240,11 +240,35 @@ func (g *Guard) Policy() map[string]string {
 	return m
 }
 
-// RateLimit is a per-package rate limit.
+// RateLimit is a per-package rate limit (guard.rate_limits.PKG), in
+// agentnode's form (PerMinute, PerHour and Burst, all set) or the AgentNode
+// SDK's (CallsPerMinute, CallsPerHour, BurstSize, each optional). Zero is
+// absent: every value the schema allows is at least 1.
 type RateLimit struct {
-	PerMinute int64 `json:"per_minute"`
-	PerHour   int64 `json:"per_hour"`
-	Burst     int64 `json:"burst"`
+	PerMinute int64 `json:"per_minute,omitempty"`
+	PerHour   int64 `json:"per_hour,omitempty"`
+	Burst     int64 `json:"burst,omitempty"`
+
+	CallsPerMinute int64 `json:"calls_per_minute,omitempty"`
+	CallsPerHour   int64 `json:"calls_per_hour,omitempty"`
+	BurstSize      int64 `json:"burst_size,omitempty"`
+}
+
+// DefaultRateLimit is the guard.rate_limits entry that applies to every
+// package without an entry of its own (the AgentNode SDK's "default").
+const DefaultRateLimit = "default"
+
+// Effective returns the limit's three windows, whichever form it is in:
+// burst, per minute and per hour; 0 where the entry leaves the value to
+// the built-in limit of the package's type.
+func (r RateLimit) Effective() (burst, perMinute, perHour int64) {
+	pick := func(own, sdk int64) int64 {
+		if own != 0 {
+			return own
+		}
+		return sdk
+	}
+	return pick(r.Burst, r.BurstSize), pick(r.PerMinute, r.CallsPerMinute), pick(r.PerHour, r.CallsPerHour)
 }
 
 // Lockfile is the lockfile section.
@@ -316,7 +340,7 @@ func Defaults() *Config {
 			CredentialUse: Prompt,
 			NetworkEgress: Allow,
 			Unknown:       Prompt,
-			ToolOverrides: map[string]string{},
+			ToolOverrides: map[string]ToolOverride{},
 			RateLimits:    map[string]RateLimit{},
 			Inspectors:    []string{"builtin"},
 		},
@@ -340,7 +364,7 @@ func (c *Config) normalize() {
 		c.Trust.Keys = []TrustKey{}
 	}
 	if c.Guard.ToolOverrides == nil {
-		c.Guard.ToolOverrides = map[string]string{}
+		c.Guard.ToolOverrides = map[string]ToolOverride{}
 	}
 	if c.Guard.RateLimits == nil {
 		c.Guard.RateLimits = map[string]RateLimit{}

@@ -153,7 +153,7 @@ func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 		d.Sandbox.HostConfinement != HostConfinementRequired {
 		t.Errorf("insecure defaults: %+v", d)
 	}
-	if Defaults().Guard.ToolOverrides["x"] = "allow"; len(Defaults().Guard.ToolOverrides) != 0 {
+	if Defaults().Guard.ToolOverrides["x"] = (ToolOverride{Decision: Allow}); len(Defaults().Guard.ToolOverrides) != 0 {
 		t.Error("Defaults() shares maps between calls")
 	}
 }
@@ -244,7 +244,7 @@ func TestSetupKeepsValuesAndAddsMissingKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Trust.MinimumTrustLevel != "trusted" || c.Sandbox.Backend != "podman" || c.Sandbox.Limits.CPUs != 2.5 ||
-		c.Guard.Delete != Deny || c.Guard.ToolOverrides["acme-pack/search"] != Allow || !c.Lockfile.Strict {
+		c.Guard.Delete != Deny || c.Guard.ToolOverrides["acme-pack/search"].Decision != Allow || !c.Lockfile.Strict {
 		t.Errorf("setup rewrote an existing value: %+v", c)
 	}
 	if c.Sandbox.Limits.Pids != 256 || c.Audit.MaxFiles != 5 {
@@ -470,7 +470,7 @@ func TestSetGetRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Guard.ToolOverrides["acme-pack/search"] != Allow || c.Guard.ToolOverrides["acme-pack/v1.delete"] != Deny {
+	if c.Guard.ToolOverrides["acme-pack/search"].Decision != Allow || c.Guard.ToolOverrides["acme-pack/v1.delete"].Decision != Deny {
 		t.Errorf("tool_overrides = %v", c.Guard.ToolOverrides)
 	}
 	if c.Trust.MinimumTrustLevel != TrustCurated || c.Sandbox.Limits.Pids != 64 || c.Guard.RateLimits["acme-pack"].Burst != 3 {

@@ -475,6 +475,20 @@ func parseValue(sk *schemaKey, value string) (any, error) {
 	switch t := sk.typ(); t {
 	case "string":
 		return value, nil
+	case typeStringOrObject:
+		// A tool override: a decision as typed, or an object (the
+		// AgentNode SDK's form) as JSON.
+		if !strings.HasPrefix(strings.TrimSpace(value), "{") {
+			return value, nil
+		}
+		v, err := decodeStrict([]byte(value))
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return nil, errors.New("not a JSON object")
+		}
+		return v, nil
 	case "boolean":
 		switch value {
 		case "true":

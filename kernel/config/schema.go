@@ -120,6 +120,22 @@ func semanticProblems(doc any) []problem {
 			ps = append(ps, problem{"sandbox.limits." + sz.key, fmt.Sprintf("%q is %s, below the minimum %s (%s)", s, humanBytes(n), sz.name, humanBytes(sz.min))})
 		}
 	}
+	// A rate limit entry is in one form: agentnode's keys or the
+	// AgentNode SDK's, never both (which value would apply is not clear).
+	rls, _ := lookupPath(doc, []string{"guard", "rate_limits"})
+	rlm, _ := rls.(map[string]any)
+	for pkg, e := range rlm {
+		entry, _ := e.(map[string]any)
+		_, own := entry["per_minute"]
+		sdk := false
+		for _, k := range []string{"calls_per_minute", "calls_per_hour", "burst_size"} {
+			_, ok := entry[k]
+			sdk = sdk || ok
+		}
+		if own && sdk {
+			ps = append(ps, problem{"guard.rate_limits." + pkg, "mixes agentnode's keys (per_minute, per_hour, burst) with the AgentNode SDK's (calls_per_minute, calls_per_hour, burst_size): use one form"})
+		}
+	}
 	keys, _ := lookupPath(doc, []string{"trust", "keys"})
 	arr, _ := keys.([]any)
 	seen := map[string]int{}
@@ -197,6 +213,11 @@ func collect(st *schemaState, doc any, ve *jsonschema.ValidationError, ps *[]pro
 		for _, name := range k.Properties {
 			key := dotted(append(path, name))
 			msg := "unknown key"
+			if len(path) == 3 && path[0] == "guard" && path[1] == "tool_overrides" {
+				// The object form of a tool override names action types.
+				*ps = append(*ps, problem{key, "not an action type; allowed: " + strings.Join(Actions, ", ")})
+				continue
+			}
 			if s := suggest(st, key); len(s) > 0 {
 				msg += " (did you mean " + strings.Join(s, " or ") + "?)"
 			}
@@ -392,11 +413,18 @@ type schemaKey struct {
 	entry bool
 }
 
+// typeStringOrObject is the type of a key that takes a string or an object.
+const typeStringOrObject = "string|object"
+
 // typ is the JSON type the key takes: "string", "boolean", "integer",
-// "number", "array" or "object".
+// "number", "array", "object", or typeStringOrObject (a
+// guard.tool_overrides entry).
 func (k *schemaKey) typ() string {
 	if t, ok := k.node["type"].(string); ok {
 		return t
+	}
+	if ts, ok := k.node["type"].([]any); ok && len(ts) == 2 && ts[0] == "string" && ts[1] == "object" {
+		return typeStringOrObject
 	}
 	if enum, ok := k.node["enum"].([]any); ok && len(enum) > 0 {
 		if _, ok := enum[0].(string); ok {
@@ -426,6 +454,8 @@ func (k *schemaKey) allowed() string {
 		return "a JSON array"
 	case "object":
 		return "a JSON object"
+	case typeStringOrObject:
+		return "a string or a JSON object"
 	case "string":
 		if d, ok := k.node["description"].(string); ok && k.node["pattern"] != nil {
 			return "a string (" + d + ")"

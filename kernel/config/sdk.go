@@ -1,6 +1,9 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -43,9 +46,48 @@ type RunLog struct {
 	MaxCount   *int64 `json:"max_count,omitempty"`
 }
 
-// AgentOverride is one entry of the AgentNode SDK's guard.agent_overrides.
+// AgentOverride is one entry of the AgentNode SDK's guard.agent_overrides:
+// the action types pre-approved for the tool calls that agent makes.
 type AgentOverride struct {
 	PreApprovedActions []string `json:"pre_approved_actions,omitempty"`
+}
+
+// ToolOverride is one entry of guard.tool_overrides ("PKG/TOOL"), in one of
+// two forms. agentnode's: a decision (Decision) for the whole call, whatever
+// its action types. The AgentNode SDK's: an object of action type to
+// decision (Actions, non-nil even when empty); each action type of the call
+// uses its entry when there is one, else the policy. It is written back in
+// the form it was read in.
+type ToolOverride struct {
+	Decision string
+	Actions  map[string]string
+}
+
+// MarshalJSON writes Actions as an object when it is set, else Decision.
+func (o ToolOverride) MarshalJSON() ([]byte, error) {
+	if o.Actions != nil {
+		return json.Marshal(o.Actions)
+	}
+	return json.Marshal(o.Decision)
+}
+
+// UnmarshalJSON reads a decision string or an object of action type to
+// decision; the schema has checked the names and values.
+func (o *ToolOverride) UnmarshalJSON(b []byte) error {
+	*o = ToolOverride{}
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		m := map[string]string{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("tool override: %w", err)
+		}
+		o.Actions = m
+		return nil
+	}
+	if err := json.Unmarshal(b, &o.Decision); err != nil {
+		return fmt.Errorf("tool override: want a decision or an object of action type to decision: %w", err)
+	}
+	return nil
 }
 
 // SDK key statuses (the schema's x-agentnode-sdk annotation).
@@ -123,6 +165,8 @@ func (c *Config) sdkEffect(key string) string {
 			return "guard.write_external is at least " + *v
 		}
 		return "no effect (log and allow change nothing)"
+	case "guard.agent_overrides":
+		return "for the tool calls these agents make, a prompt for a listed action type becomes allow (never a deny, critical risk or a permission ceiling; ignored in strict mode)"
 	}
 	return "accepted, not enforced by agentnode"
 }

@@ -281,7 +281,7 @@ func TestSDKKeysReport(t *testing.T) {
 		"auto_upgrade_policy":                     SDKNotEnforced,
 		"install_confirmation":                    SDKNotEnforced,
 		"credentials.require_before_auto_install": SDKNotEnforced,
-		"guard.agent_overrides":                   SDKNotEnforced,
+		"guard.agent_overrides":                   SDKMapped,
 		"version":                                 SDKNotEnforced,
 	} {
 		if got[key].Status != status || got[key].Effect == "" {
@@ -299,5 +299,154 @@ func TestSDKKeysReport(t *testing.T) {
 	// An agentnode config has none.
 	if keys, err := Defaults().SDKKeys(); err != nil || len(keys) != 0 {
 		t.Errorf("Defaults().SDKKeys() = %v, %v", keys, err)
+	}
+}
+
+// sdkGuard puts extra guard keys (JSON members, no braces) into sdkConfig.
+func sdkGuard(t *testing.T, members string) string {
+	t.Helper()
+	doc := strings.Replace(sdkConfig, `"unknown": "prompt"`, `"unknown": "prompt", `+members, 1)
+	if doc == sdkConfig {
+		t.Fatal("replacement did not apply")
+	}
+	return doc
+}
+
+func TestSDKToolOverrideForms(t *testing.T) {
+	path := writeSDK(t, sdkGuard(t, `"tool_overrides": {
+      "acme-pack/purge_cache": {"delete": "allow", "network_egress": "deny"},
+      "acme-pack/search": "prompt",
+      "acme-pack/noop": {}
+    }`))
+	c, err := Load(path)
+	if err != nil {
+		t.Fatalf("both forms: %v", err)
+	}
+	want := map[string]ToolOverride{
+		"acme-pack/purge_cache": {Actions: map[string]string{"delete": Allow, "network_egress": Deny}},
+		"acme-pack/search":      {Decision: Prompt},
+		"acme-pack/noop":        {Actions: map[string]string{}},
+	}
+	if !reflect.DeepEqual(c.Guard.ToolOverrides, want) {
+		t.Errorf("tool_overrides = %+v, want %+v", c.Guard.ToolOverrides, want)
+	}
+	// Setup writes each entry back in the form it was read in.
+	if _, _, err := Setup(path); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Load(path)
+	if err != nil || !reflect.DeepEqual(again.Guard.ToolOverrides, want) {
+		t.Errorf("after setup: %+v, %v", again.Guard.ToolOverrides, err)
+	}
+	// config set takes a decision as typed and the object form as JSON;
+	// get returns what is there.
+	if err := Set(path, "guard.tool_overrides.acme-pack/v1.fetch", `{"read":"deny"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(path, "guard.tool_overrides.acme-pack/search", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := Get(path, "guard.tool_overrides.acme-pack/v1.fetch"); err != nil || !reflect.DeepEqual(v, map[string]any{"read": "deny"}) {
+		t.Errorf("get object form = %#v, %v", v, err)
+	}
+	if v, err := Get(path, "guard.tool_overrides.acme-pack/search"); err != nil || v != "allow" {
+		t.Errorf("get decision = %#v, %v", v, err)
+	}
+}
+
+// What the SDK silently drops from guard.tool_overrides (a key without
+// "/", an action type or a decision it does not know, a value that is
+// neither) is refused: dropped, a deny or prompt written with a typo would
+// silently not narrow anything.
+func TestSDKToolOverrideRefusals(t *testing.T) {
+	for _, tc := range []struct{ members, want string }{
+		{`"tool_overrides": {"acme-pack": {"delete": "deny"}}`, "guard.tool_overrides.acme-pack: invalid name"},
+		{`"tool_overrides": {"acme-pack/x": {"delet": "deny"}}`, "guard.tool_overrides.acme-pack/x.delet: not an action type; allowed: read, compute,"},
+		{`"tool_overrides": {"acme-pack/x": {"delete": "block"}}`, `guard.tool_overrides.acme-pack/x.delete: "block" is not allowed; allowed values: allow, prompt, deny`},
+		{`"tool_overrides": {"acme-pack/x": {"delete": true}}`, `guard.tool_overrides.acme-pack/x.delete: true is not allowed`},
+		{`"tool_overrides": {"acme-pack/x": "block"}`, `guard.tool_overrides.acme-pack/x: "block" is not allowed; allowed values: allow, prompt, deny`},
+		{`"tool_overrides": {"acme-pack/x": ["deny"]}`, "guard.tool_overrides.acme-pack/x: must be string or object, not array"},
+		{`"tool_overrides": {"acme-pack/x": 2}`, "guard.tool_overrides.acme-pack/x: must be string or object, not number"},
+	} {
+		_, err := Load(writeSDK(t, sdkGuard(t, tc.members)))
+		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want config_invalid with %q", tc.members, err, tc.want)
+		}
+	}
+}
+
+func TestSDKRateLimitForms(t *testing.T) {
+	path := writeSDK(t, sdkGuard(t, `"rate_limits": {
+      "default": {"calls_per_minute": 30},
+      "slow-pack": {"calls_per_minute": 5, "calls_per_hour": 50, "burst_size": 2},
+      "own-pack": {"per_minute": 7, "per_hour": 70, "burst": 3},
+      "empty-pack": {}
+    }`))
+	c, err := Load(path)
+	if err != nil {
+		t.Fatalf("both forms: %v", err)
+	}
+	for pkg, want := range map[string][3]int64{
+		"default":    {0, 30, 0},
+		"slow-pack":  {2, 5, 50},
+		"own-pack":   {3, 7, 70},
+		"empty-pack": {0, 0, 0},
+	} {
+		b, m, h := c.Guard.RateLimits[pkg].Effective()
+		if got := [3]int64{b, m, h}; got != want {
+			t.Errorf("%s: Effective = %v, want %v", pkg, got, want)
+		}
+	}
+	// Setup keeps each entry's form and keys.
+	if _, _, err := Setup(path); err != nil {
+		t.Fatal(err)
+	}
+	data := string(readFile(t, path))
+	for _, s := range []string{`"calls_per_minute": 30`, `"burst_size": 2`, `"per_minute": 7`, `"empty-pack": {}`} {
+		if !strings.Contains(data, s) {
+			t.Errorf("after setup the file lacks %s", s)
+		}
+	}
+	if strings.Contains(data, `"per_hour": 0`) || strings.Contains(data, `"burst": 0`) {
+		t.Errorf("setup wrote absent values as 0:\n%s", data)
+	}
+}
+
+// What the SDK silently ignores in guard.rate_limits (a key of neither
+// form, a value that is not an integer, 0 or less) is refused: ignored, a
+// tighter limit written wrongly would silently not apply.
+func TestSDKRateLimitRefusals(t *testing.T) {
+	for _, tc := range []struct{ members, want string }{
+		{`"rate_limits": {"default": {"calls_per_min": 5}}`, "guard.rate_limits.default.calls_per_min: unknown key"},
+		{`"rate_limits": {"default": {"calls_per_minute": "5"}}`, "guard.rate_limits.default.calls_per_minute: must be integer, not string"},
+		{`"rate_limits": {"default": {"calls_per_minute": 5.5}}`, "guard.rate_limits.default.calls_per_minute: must be integer"},
+		{`"rate_limits": {"default": {"burst_size": 0}}`, "guard.rate_limits.default.burst_size: 0 is below the minimum 1"},
+		{`"rate_limits": {"default": {"calls_per_hour": -1}}`, "guard.rate_limits.default.calls_per_hour: -1 is below the minimum 1"},
+		{`"rate_limits": {"a-pack": {"per_minute": 5, "calls_per_hour": 50}}`, "guard.rate_limits.a-pack.per_hour: required key is missing"},
+		{`"rate_limits": {"a-pack": {"per_minute": 5, "per_hour": 50, "burst": 1, "burst_size": 2}}`, "guard.rate_limits.a-pack: mixes"},
+	} {
+		_, err := Load(writeSDK(t, sdkGuard(t, tc.members)))
+		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want config_invalid with %q", tc.members, err, tc.want)
+		}
+	}
+}
+
+func TestSDKAgentOverrides(t *testing.T) {
+	c, err := Load(writeSDK(t, sdkGuard(t, `"agent_overrides": {"research-agent": {"pre_approved_actions": ["read", "delete"]}, "idle-agent": {}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Guard.AgentOverrides["research-agent"].PreApprovedActions; !reflect.DeepEqual(got, []string{"read", "delete"}) {
+		t.Errorf("pre_approved_actions = %v", got)
+	}
+	// An action type nobody defines is refused, as is a key of neither.
+	for _, members := range []string{
+		`"agent_overrides": {"research-agent": {"pre_approved_actions": ["reads"]}}`,
+		`"agent_overrides": {"research-agent": {"pre_approved": ["read"]}}`,
+	} {
+		if _, err := Load(writeSDK(t, sdkGuard(t, members))); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "guard.agent_overrides.research-agent") {
+			t.Errorf("%s: err = %v", members, err)
+		}
 	}
 }

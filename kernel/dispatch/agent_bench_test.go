@@ -63,7 +63,7 @@ func BenchmarkAgentLLMCall(b *testing.B) {
 		c.AgentSandbox.LLM.Enabled = true
 		c.AgentSandbox.LLM.MaxCalls = 1_000_000
 		c.LLM.Providers = map[string]config.Provider{name: {API: "openai", BaseURL: srv.URL + "/v1"}}
-		c.Guard.ToolOverrides = map[string]string{"test-agent/call_llm": "allow"} // root escalation
+		c.Guard.ToolOverrides = map[string]config.ToolOverride{"test-agent/call_llm": {Decision: "allow"}} // root escalation
 	})
 	if _, err := pluginhost.PinBundled(st.k.HomeDir, bin); err != nil {
 		b.Fatal(err)

@@ -91,15 +91,16 @@ func llmCeilingFor(st *state) llmCeiling {
 // into a prompt.
 func llmDecision(st *state) policy.Decision {
 	return policy.Decide(policy.Input{
-		Package:     st.pkg.ID,
-		Tool:        LLMCallTool,
-		Actions:     []policy.Action{policy.CredentialUse},
-		TrustLevel:  st.res.Trust,
-		Env:         st.env,
-		Strict:      st.set.guardStrict,
-		Global:      st.set.guardGlobal,
-		Overrides:   st.set.overrides,
-		PreApproved: []policy.Action{policy.CredentialUse},
+		Package:         st.pkg.ID,
+		Tool:            LLMCallTool,
+		Actions:         []policy.Action{policy.CredentialUse},
+		TrustLevel:      st.res.Trust,
+		Env:             st.env,
+		Strict:          st.set.guardStrict,
+		Global:          st.set.guardGlobal,
+		Overrides:       st.set.overrides,
+		ActionOverrides: st.set.actionOverrides,
+		PreApproved:     []policy.Action{policy.CredentialUse},
 	})
 }
 

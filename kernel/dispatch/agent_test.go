@@ -292,8 +292,12 @@ func TestLLMDecision(t *testing.T) {
 		{"root escalates", nil, true, policy.Prompt, policy.RulePreApproved},
 		{"deny stays", func(c *config.Config) { c.Guard.CredentialUse = config.Deny }, false, policy.Deny, policy.RuleGlobal},
 		{"strict ignores it", func(c *config.Config) { c.Guard.Strict = true }, false, policy.Prompt, policy.RuleGlobal},
-		{"user override as root", func(c *config.Config) { c.Guard.ToolOverrides = map[string]string{"test-agent/call_llm": "allow"} }, true, policy.Allow, policy.RuleOverride},
-		{"override of another agent", func(c *config.Config) { c.Guard.ToolOverrides = map[string]string{"other/call_llm": "allow"} }, true, policy.Prompt, policy.RulePreApproved},
+		{"user override as root", func(c *config.Config) {
+			c.Guard.ToolOverrides = map[string]config.ToolOverride{"test-agent/call_llm": {Decision: "allow"}}
+		}, true, policy.Allow, policy.RuleOverride},
+		{"override of another agent", func(c *config.Config) {
+			c.Guard.ToolOverrides = map[string]config.ToolOverride{"other/call_llm": {Decision: "allow"}}
+		}, true, policy.Prompt, policy.RulePreApproved},
 	}
 	for _, c := range cases {
 		st := agentState(t, testAgentManifest(), c.edit)

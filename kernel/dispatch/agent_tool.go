@@ -16,7 +16,8 @@ import (
 // answered and audited (event agent_tool_call). An allowed call is a full
 // nested pipeline run (*Kernel).Run of its own, with its own decision and
 // outcome records, trust, placement and Guard; an agent_tool_call record
-// in the agent's request links the two.
+// in the agent's request links the two. The nested run knows the calling
+// agent: its guard.agent_overrides entry pre-approves action types there.
 func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 	target := msg.Package + "/" + msg.Tool
 	if msg.Tool == "" {
@@ -43,7 +44,7 @@ func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 		target += "/" + tool
 	}
 	s.toolCalls++
-	res, err := nestedRun(s.st.k, ctx, &Request{Package: msg.Package, Tool: tool, Input: msg.Input})
+	res, err := nestedRun(s.st.k, ctx, &Request{Package: msg.Package, Tool: tool, Input: msg.Input, viaAgent: agentID})
 	rec := s.record("agent_tool_call", "run_tool")
 	rec.Decision = res.Decision
 	rec.Code = res.Code

@@ -78,6 +78,11 @@ type Request struct {
 	// consumes no rate limit. Its decision is "prompt" when a run would
 	// need approval.
 	DryRun bool
+
+	// viaAgent is the package id of the agent whose run_tool made this
+	// call ("" for a call from the CLI or MCP): its guard.agent_overrides
+	// entry pre-approves action types in the policy stage.
+	viaAgent string
 }
 
 // Result describes what happened to a request. It is filled as far as the

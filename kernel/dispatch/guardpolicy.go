@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/ratelimit"
@@ -27,6 +28,14 @@ type GuardPolicy struct {
 	// OverridesApply is false in strict mode, which ignores them.
 	ToolOverrides  map[string]string `json:"tool_overrides"`
 	OverridesApply bool              `json:"tool_overrides_apply"`
+	// ToolActionOverrides are the guard.tool_overrides entries in the
+	// AgentNode SDK's object form ("PKG/TOOL" → action type → verdict);
+	// the tool's other action types follow the policy.
+	ToolActionOverrides map[string]map[string]string `json:"tool_action_overrides,omitempty"`
+	// AgentPreApproved is guard.agent_overrides: agent → the action types
+	// pre-approved for the tool calls it makes (not applied in strict
+	// mode).
+	AgentPreApproved map[string][]string `json:"agent_pre_approved,omitempty"`
 	// RateLimits are the effective limits (strict caps applied).
 	RateLimits RateLimits `json:"rate_limits"`
 	// Inspectors is the inspector chain, in order (deny wins).
@@ -138,9 +147,33 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 	for tool, v := range set.overrides {
 		p.ToolOverrides[tool] = string(v)
 	}
+	for tool, m := range set.actionOverrides {
+		if p.ToolActionOverrides == nil {
+			p.ToolActionOverrides = map[string]map[string]string{}
+		}
+		p.ToolActionOverrides[tool] = map[string]string{}
+		for a, v := range m {
+			p.ToolActionOverrides[tool][string(a)] = string(v)
+		}
+	}
+	for agent, as := range set.agentPreApproved {
+		if p.AgentPreApproved == nil {
+			p.AgentPreApproved = map[string][]string{}
+		}
+		for _, a := range policy.SetOf(as).List() {
+			p.AgentPreApproved[agent] = append(p.AgentPreApproved[agent], string(a))
+		}
+	}
 	for pkg := range set.rateLimits {
-		// The package type is not known without the package; an override
-		// replaces the type's default anyway.
+		// The package type is not known without the package: shown as a
+		// toolpack's (an entry's absent values are its type's built-in
+		// ones). The entry "default" sets the defaults of both types.
+		if pkg == config.DefaultRateLimit {
+			for _, typ := range []string{"toolpack", "agent"} {
+				p.RateLimits.Defaults[typ] = effectiveRateLimit(set, pkg, typ)
+			}
+			continue
+		}
 		p.RateLimits.Packages[pkg] = effectiveRateLimit(set, pkg, "toolpack")
 	}
 	return p, nil

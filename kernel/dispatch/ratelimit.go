@@ -25,20 +25,26 @@ func stageRateLimit(ctx context.Context, st *state) error {
 	return s.Admit(ctx, st.pkg.ID, lim)
 }
 
-// effectiveRateLimit is the limit of one package under the settings.
+// effectiveRateLimit is the limit of one package under the settings: its
+// guard.rate_limits entry, else the entry "default", else none; what the
+// entry leaves out is the built-in limit of the package's type.
 func effectiveRateLimit(set *settings, pkgID, pkgType string) ratelimit.Limit {
 	var override *ratelimit.Limit
 	if l, ok := set.rateLimits[pkgID]; ok {
+		override = &l
+	} else if l, ok := set.rateLimits[config.DefaultRateLimit]; ok {
 		override = &l
 	}
 	return ratelimit.Resolve(pkgType, override, set.guardStrict)
 }
 
-// rateLimitsFrom converts guard.rate_limits.
+// rateLimitsFrom converts guard.rate_limits, in either form (a field the
+// entry leaves out is 0).
 func rateLimitsFrom(c map[string]config.RateLimit) map[string]ratelimit.Limit {
 	m := make(map[string]ratelimit.Limit, len(c))
 	for pkg, l := range c {
-		m[pkg] = ratelimit.Limit{Burst: l.Burst, PerMinute: l.PerMinute, PerHour: l.PerHour}
+		burst, perMinute, perHour := l.Effective()
+		m[pkg] = ratelimit.Limit{Burst: burst, PerMinute: perMinute, PerHour: perHour}
 	}
 	return m
 }

@@ -30,7 +30,9 @@ type settings struct {
 	guardStrict         bool
 	guardGlobal         map[policy.Action]policy.Verdict
 	overrides           map[string]policy.Verdict
-	rateLimits          map[string]ratelimit.Limit
+	actionOverrides     map[string]map[policy.Action]policy.Verdict // guard.tool_overrides in the SDK's object form
+	agentPreApproved    map[string][]policy.Action                  // guard.agent_overrides: agent id → pre-approved action types
+	rateLimits          map[string]ratelimit.Limit                  // 0 fields: the type's built-in value
 	inspectors          []string
 	ceiling             policy.Permissions // guard.max_permissions and the SDK's permissions.* deny ("" = no limit)
 	ceilingKeys         map[string]string  // permission kind → the config keys that set its ceiling
@@ -63,6 +65,8 @@ func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*sett
 		guardStrict:         c.Guard.Strict || envTrue(environ, "AGENTNODE_GUARD_STRICT"),
 		guardGlobal:         map[policy.Action]policy.Verdict{},
 		overrides:           map[string]policy.Verdict{},
+		actionOverrides:     map[string]map[policy.Action]policy.Verdict{},
+		agentPreApproved:    map[string][]policy.Action{},
 		rateLimits:          rateLimitsFrom(c.Guard.RateLimits),
 		inspectors:          c.Guard.Inspectors,
 		ceilingKeys:         c.CeilingSources(),
@@ -96,12 +100,38 @@ func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*sett
 		a := policy.Action("write_external")
 		s.guardGlobal[a] = policy.Stronger(s.guardGlobal[a], policy.Verdict(floor))
 	}
-	for tool, v := range c.Guard.ToolOverrides {
-		verdict, err := policy.ParseVerdict(v)
-		if err != nil {
-			return nil, reason.New(reason.ConfigInvalid, "%s: guard.tool_overrides.%s: %w", path, tool, err)
+	for tool, o := range c.Guard.ToolOverrides {
+		if o.Actions == nil {
+			verdict, err := policy.ParseVerdict(o.Decision)
+			if err != nil {
+				return nil, reason.New(reason.ConfigInvalid, "%s: guard.tool_overrides.%s: %w", path, tool, err)
+			}
+			s.overrides[tool] = verdict
+			continue
 		}
-		s.overrides[tool] = verdict
+		// The AgentNode SDK's object form: a verdict per action type. An
+		// empty object decides nothing.
+		for action, v := range o.Actions {
+			if policy.SetOf([]policy.Action{policy.Action(action)}).Invalid() {
+				return nil, reason.New(reason.ConfigInvalid, "%s: guard.tool_overrides.%s: %q is not an action type", path, tool, action)
+			}
+			verdict, err := policy.ParseVerdict(v)
+			if err != nil {
+				return nil, reason.New(reason.ConfigInvalid, "%s: guard.tool_overrides.%s.%s: %w", path, tool, action, err)
+			}
+			if s.actionOverrides[tool] == nil {
+				s.actionOverrides[tool] = map[policy.Action]policy.Verdict{}
+			}
+			s.actionOverrides[tool][policy.Action(action)] = verdict
+		}
+	}
+	for agent, o := range c.Guard.AgentOverrides {
+		for _, a := range o.PreApprovedActions {
+			if policy.SetOf([]policy.Action{policy.Action(a)}).Invalid() {
+				return nil, reason.New(reason.ConfigInvalid, "%s: guard.agent_overrides.%s.pre_approved_actions: %q is not an action type", path, agent, a)
+			}
+			s.agentPreApproved[agent] = append(s.agentPreApproved[agent], policy.Action(a))
+		}
 	}
 	mem, err := c.Sandbox.Limits.MemoryBytes()
 	if err != nil {

@@ -301,18 +301,21 @@ func sandboxError(backend string, err error) error {
 }
 
 // stagePolicy applies Guard's policy engine, with guard.max_permissions as
-// the permission ceiling: a package declaring more is denied.
+// the permission ceiling: a package declaring more is denied. A tool call an
+// agent made (run_tool) gets the agent's pre-approved action types
+// (guard.agent_overrides).
 func stagePolicy(_ context.Context, st *state) error {
 	d := policy.Decide(policy.Input{
-		Package:    st.pkg.ID,
-		Tool:       st.tool.Name,
-		Actions:    st.actions,
-		TrustLevel: st.res.Trust,
-		Env:        st.env,
-		Strict:     st.set.guardStrict,
-		Global:     st.set.guardGlobal,
-		Overrides:  st.set.overrides,
-		// PreApproved (an agent's pre-approved actions) has no source yet.
+		Package:         st.pkg.ID,
+		Tool:            st.tool.Name,
+		Actions:         st.actions,
+		TrustLevel:      st.res.Trust,
+		Env:             st.env,
+		Strict:          st.set.guardStrict,
+		Global:          st.set.guardGlobal,
+		Overrides:       st.set.overrides,
+		ActionOverrides: st.set.actionOverrides,
+		PreApproved:     st.set.agentPreApproved[st.req.viaAgent],
 		Permissions: policy.Permissions{
 			Network:       st.pkg.Manifest.Permissions.Network.Level,
 			Filesystem:    st.pkg.Manifest.Permissions.Filesystem.Level,
@@ -323,6 +326,10 @@ func stagePolicy(_ context.Context, st *state) error {
 	})
 	st.res.Risk, st.res.RiskBand = d.Score, string(d.Band)
 	st.res.GuardChain = append(st.res.GuardChain, "policy:"+string(d.Verdict))
+	if d.Rule == policy.RulePreApproved {
+		// The audit record shows whose pre-approval allowed the call.
+		st.res.GuardChain = append(st.res.GuardChain, "pre_approved:"+st.req.viaAgent)
+	}
 	if d.Verdict == policy.Deny {
 		if d.Rule == policy.RulePermission {
 			keys := st.set.ceilingKeys[d.PermissionKind()]

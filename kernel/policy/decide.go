@@ -17,10 +17,18 @@ type Input struct {
 	// Global is the configured policy per action (config guard.<action>);
 	// missing actions fall back to the default table.
 	Global map[Action]Verdict
-	// Overrides maps "package/tool" to a verdict (guard.tool_overrides).
+	// Overrides maps "package/tool" to a verdict (guard.tool_overrides):
+	// the verdict of the whole call.
 	Overrides map[string]Verdict
-	// PreApproved are the action types the calling agent's manifest
-	// pre-approves: a prompt for one of them becomes allow; a deny stays.
+	// ActionOverrides maps "package/tool" to a verdict per action type
+	// (guard.tool_overrides in the AgentNode SDK's object form): each
+	// action type of the call with an entry takes that verdict instead of
+	// the global policy and any pre-approval; the others follow the policy.
+	// A key also in Overrides is decided by Overrides.
+	ActionOverrides map[string]map[Action]Verdict
+	// PreApproved are the action types pre-approved for the calling agent
+	// (its guard.agent_overrides entry; for call_llm, the run's opt-in): a
+	// prompt for one of them becomes allow; a deny stays.
 	PreApproved []Action
 	// Permissions are the levels the package declares; Ceiling the highest
 	// levels allowed (an empty field: no limit for that kind).
@@ -113,7 +121,8 @@ func Decide(in Input) Decision {
 		d.declared, d.ceiling = pick(in.Permissions, kind), pick(in.Ceiling, kind)
 		return d.deny(RulePermission, internalNone)
 	}
-	if !in.Strict && len(in.Overrides) > 0 {
+	var perAction map[Action]Verdict
+	if !in.Strict && (len(in.Overrides) > 0 || len(in.ActionOverrides) > 0) {
 		var buf [192]byte
 		key := append(buf[:0], in.Package...)
 		key = append(key, '/')
@@ -122,6 +131,7 @@ func Decide(in Input) Decision {
 			d.Rule, d.override, d.Verdict = RuleOverride, v, normal(v)
 			return d
 		}
+		perAction = in.ActionOverrides[string(key)]
 	}
 	tbl, pre := &defaultTable, ActionSet(0)
 	if in.Strict {
@@ -129,31 +139,48 @@ func Decide(in Input) Decision {
 	} else {
 		pre = SetOf(in.PreApproved)
 	}
-	verdict, decisive, lifted := Allow, Action(""), ActionSet(0)
+	verdict, decisive, lifted, overridden := Allow, Action(""), ActionSet(0), ActionSet(0)
+	var decisiveRaw Verdict
 	for i := range numActions {
 		if s&(1<<i) == 0 {
 			continue
 		}
 		a, v := Actions[i], tbl[i]
-		if !in.Strict {
+		raw, over := perAction[a]
+		switch {
+		case over:
+			// The user's decision for this action type of this tool: above
+			// the global policy and any pre-approval.
+			v, overridden = raw, overridden|1<<i
+		case !in.Strict:
 			if g, ok := in.Global[a]; ok {
 				v = g
 			}
 		}
 		v = normal(v)
-		if v == Prompt && pre&(1<<i) != 0 {
+		if !over && v == Prompt && pre&(1<<i) != 0 {
 			v, lifted = Allow, lifted|1<<i
 		}
 		if decisive == "" || rank(v) > rank(verdict) {
-			verdict, decisive = v, a
+			verdict, decisive, decisiveRaw = v, a, raw
 		}
 	}
 	d.Verdict, d.Action, d.Rule = verdict, decisive, RuleGlobal
-	if verdict == Allow && lifted != 0 {
+	switch {
+	case verdict != Allow && overridden.Has(decisive):
+		d.Rule, d.override = RuleOverride, decisiveRaw
+	case s&^overridden == 0:
+		// Every action type of the call has its override: the user decided
+		// the whole call, as with a single verdict, and nothing raises it.
+		d.Rule, d.override, d.Action = RuleOverride, verdict, ""
+		return d
+	case verdict == Allow && lifted != 0:
 		d.Rule = RulePreApproved
 		d.Action = lifted.first()
 	}
-	if verdict == Allow && s&highRisk != 0 {
+	// Escalation looks only at the action types the policy decided: an
+	// action type the user overrode for this tool is not raised.
+	if verdict == Allow && s&^overridden&highRisk != 0 {
 		switch {
 		case d.Band == High:
 			d.Escalation = EscalationHighBand
@@ -237,10 +264,14 @@ func (d Decision) Reason() string {
 			return fmt.Sprintf("the %s ceiling %q is not a %s level", name, d.ceiling, name)
 		}
 	case RuleOverride:
-		if d.override != d.Verdict {
-			return fmt.Sprintf("tool override %s/%s is not a verdict (%q): deny", d.pkg, d.tool, string(d.override))
+		name := d.pkg + "/" + d.tool
+		if d.Action != "" {
+			name += " for " + string(d.Action)
 		}
-		return fmt.Sprintf("tool override %s/%s: %s (risk %d, %s)", d.pkg, d.tool, d.Verdict, d.Score, d.Band)
+		if d.override != d.Verdict {
+			return fmt.Sprintf("tool override %s is not a verdict (%q): deny", name, string(d.override))
+		}
+		return fmt.Sprintf("tool override %s: %s (risk %d, %s)", name, d.Verdict, d.Score, d.Band)
 	case RulePreApproved:
 		why = fmt.Sprintf("%s pre-approved by the agent → allow (risk %d, %s)", d.Action, d.Score, d.Band)
 	default:

@@ -21,12 +21,19 @@
 //     permissions.* deny (specs/config.md).
 //  4. The per-tool override (guard.tool_overrides, "PKG/TOOL"), ignored in
 //     strict mode. An override is final: it is the user's decision for that
-//     one tool, so environment escalation does not change it.
-//  5. Agent pre-approved actions (Input.PreApproved, from the calling agent's
-//     manifest): each pre-approved action type that the global policy would
+//     one tool, so environment escalation does not change it. In the
+//     AgentNode SDK's object form (Input.ActionOverrides) it is a verdict
+//     per action type: each action type of the call that has one takes it,
+//     above the global policy and any pre-approval, and is left out of
+//     environment escalation; the call's other action types go on through
+//     steps 5 and 6, and the strictest verdict over all of them wins. When
+//     every action type of the call has its override, the call is decided
+//     as by a single verdict (no escalation, no permission prompt).
+//  5. Agent pre-approved actions (Input.PreApproved: the calling agent's
+//     guard.agent_overrides entry, or for an agent's call_llm the run's
+//     opt-in): each pre-approved action type that the global policy would
 //     prompt for is allowed instead. A pre-approval never lifts a deny, and
-//     strict mode ignores pre-approvals as it ignores overrides — they come
-//     from a third party's manifest, never from the user.
+//     strict mode ignores pre-approvals as it ignores overrides.
 //  6. The global policy: guard.<action> from the config over the default
 //     table, or the strict table (guard.strict / AGENTNODE_GUARD_STRICT=1,
 //     where the config's per-action settings are ignored too); the strictest

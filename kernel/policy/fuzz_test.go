@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -9,7 +11,9 @@ import (
 // globalBits two bits per action (0 unset, 1 allow, 2 prompt, 3 deny);
 // preBits one bit per pre-approved action; permBits three bits per
 // permission kind for the declared level and three for the ceiling (an
-// index into the kind's levels, then "" and a level no ladder has).
+// index into the kind's levels, then "" and a level no ladder has). An
+// override "per:…" is the object form (Input.ActionOverrides), one byte per
+// action type.
 func fuzzInput(actionBits uint16, trust string, envBits uint8, strict bool, override string,
 	globalBits uint32, preBits uint16, permBits uint32) Input {
 	in := Input{Package: "p", Tool: "t", TrustLevel: trust, Strict: strict,
@@ -18,7 +22,26 @@ func fuzzInput(actionBits uint16, trust string, envBits uint8, strict bool, over
 	if actionBits&(1<<15) != 0 {
 		in.Actions = append(in.Actions, "bogus")
 	}
-	if override != "-" {
+	switch per, ok := strings.CutPrefix(override, "per:"); {
+	case ok:
+		// The object form: the i-th byte is Actions[i]'s verdict (a
+		// allow, p prompt, d deny, - none, anything else as written).
+		m := map[Action]Verdict{}
+		for i := 0; i < len(per) && i < len(Actions); i++ {
+			switch per[i] {
+			case 'a':
+				m[Actions[i]] = Allow
+			case 'p':
+				m[Actions[i]] = Prompt
+			case 'd':
+				m[Actions[i]] = Deny
+			case '-':
+			default:
+				m[Actions[i]] = Verdict(per[i : i+1])
+			}
+		}
+		in.ActionOverrides = map[string]map[Action]Verdict{"p/t": m}
+	case override != "-":
 		in.Overrides = map[string]Verdict{"p/t": Verdict(override)}
 	}
 	in.Global = map[Action]Verdict{}
@@ -72,6 +95,7 @@ func actionsOf(bits uint16) []Action {
 // denied call never weakens the deny. Seeds: testdata/fuzz/FuzzDecide.
 func FuzzDecide(f *testing.F) {
 	f.Add(uint16(1<<bitRead), "trusted", uint8(0), false, "-", uint32(0), uint16(0), uint32(0))
+	f.Add(uint16(1<<bitRead|1<<bitDelete|1<<bitNetworkEgress), "verified", uint8(8), false, "per:pa-d-x-a", uint32(0), uint16(0x1FF), uint32(0))
 	f.Add(uint16(1<<bitDelete|1<<bitExecute|1<<bitWriteExternal|1<<bitCredentialUse), "unverified", uint8(4), false,
 		"allow", uint32(0xFFFF), uint16(0x1FF), uint32(0))
 	f.Fuzz(func(t *testing.T, actionBits uint16, trust string, envBits uint8, strict bool, override string,
@@ -95,7 +119,7 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("escalation %s gave %s", d.Escalation, d.Verdict)
 		}
 		bare := in
-		bare.Overrides, bare.Global, bare.PreApproved = nil, nil, nil
+		bare.Overrides, bare.ActionOverrides, bare.Global, bare.PreApproved = nil, nil, nil, nil
 		if strict {
 			if b := Decide(bare); b.Verdict != d.Verdict || b.Rule != d.Rule {
 				t.Fatalf("strict depends on overrides/globals/pre-approvals: %s (%s) vs %s (%s)",
@@ -104,6 +128,13 @@ func FuzzDecide(f *testing.F) {
 		} else if in.Overrides != nil && d.Rule != RuleInternal && d.Rule != RuleCritical && d.Rule != RulePermission {
 			if d.Rule != RuleOverride || d.Verdict != normal(in.Overrides["p/t"]) {
 				t.Fatalf("override %q not applied: %s by %s", override, d.Verdict, d.Rule)
+			}
+		}
+		// An action type of the call whose own override is not allow or
+		// prompt denies the call.
+		for a, v := range in.ActionOverrides["p/t"] {
+			if !strict && slices.Contains(in.Actions, a) && normal(v) == Deny && d.Verdict != Deny {
+				t.Fatalf("override %s=%q of the call not applied: %s (%s)", a, v, d.Verdict, d.Reason())
 			}
 		}
 		noPre := in

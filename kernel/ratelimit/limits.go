@@ -39,12 +39,22 @@ func Default(packageType string) Limit {
 
 // Resolve returns the effective limit of a package: the configured override
 // if there is one (guard.rate_limits), else the built-in limit of its type;
-// in strict mode PerMinute and PerHour are then capped at Strict's (strict
-// only ever tightens, like its policy ignores per-tool overrides).
+// a field the override leaves 0 takes the built-in limit of the type (the
+// AgentNode SDK's entries may name only some of the three). In strict mode
+// PerMinute and PerHour are then capped at Strict's (strict only ever
+// tightens, like its policy ignores per-tool overrides).
 func Resolve(packageType string, override *Limit, strict bool) Limit {
 	l := Default(packageType)
 	if override != nil {
-		l = *override
+		if override.Burst != 0 {
+			l.Burst = override.Burst
+		}
+		if override.PerMinute != 0 {
+			l.PerMinute = override.PerMinute
+		}
+		if override.PerHour != 0 {
+			l.PerHour = override.PerHour
+		}
 	}
 	if strict {
 		l.PerMinute = min(l.PerMinute, Strict.PerMinute)

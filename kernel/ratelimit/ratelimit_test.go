@@ -193,6 +193,9 @@ func TestResolve(t *testing.T) {
 		{"override replaces the agent default", "agent", over, false, Limit{2, 100, 5000}},
 		{"strict caps an override", "toolpack", over, true, Limit{2, 30, 500}},
 		{"strict keeps a tighter override", "toolpack", &Limit{1, 5, 50}, true, Limit{1, 5, 50}},
+		{"a partial override keeps the type's other values", "agent", &Limit{PerHour: 7}, false, Limit{20, 120, 7}},
+		{"a partial override of a toolpack", "toolpack", &Limit{Burst: 2}, false, Limit{2, 60, 1000}},
+		{"strict caps a partial override's defaults", "agent", &Limit{Burst: 3}, true, Limit{3, 30, 500}},
 	} {
 		if got := Resolve(c.pkgType, c.override, c.strict); got != c.want {
 			t.Errorf("%s: Resolve = %+v, want %+v", c.name, got, c.want)
