@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -144,7 +145,13 @@ func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host 
 	if failedEarly {
 		return nil, reason.New(reason.EgressDenied, "the egress proxy failed while the dependencies were installed; nothing was installed")
 	}
-	return installed, err
+	if err != nil {
+		if denied := eg.Denied(); len(denied) > 0 {
+			err = fmt.Errorf("%w (the egress proxy, allowing %s:443 only, refused: %s)", err, idx.Host, strings.Join(denied, "; "))
+		}
+		return nil, err
+	}
+	return installed, nil
 }
 
 // installLimits are the sandbox limits of the configuration (pydeps

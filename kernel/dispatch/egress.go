@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,8 @@ type mcpEgressProxy struct {
 	failed <-chan struct{}
 	// pid is the plugin process.
 	pid int
+	// auditor records the events.
+	auditor *egressAuditor
 }
 
 // startMCPEgress is mcpEgress: it starts the proxy plugin for st's server
@@ -133,6 +136,18 @@ func (e *EgressProxy) Socket() string { return e.p.sock }
 // broke the protocol, or reported an allow outside the allowlist): what
 // uses it must stop. Stop closes it too.
 func (e *EgressProxy) Failed() <-chan struct{} { return e.p.failed }
+
+// Denied lists the connections the proxy refused so far, as their audit
+// records' reasons ("host:port: why"), the first maxDeniedKept of them.
+func (e *EgressProxy) Denied() []string {
+	a := e.p.auditor
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.denied)
+}
+
+// maxDeniedKept bounds what Denied keeps.
+const maxDeniedKept = 8
 
 // Stop closes the proxy and ends its plugin process; it returns
 // egress_denied unless the teardown was verified and the proxy did its
@@ -224,7 +239,7 @@ func startEgress(ctx context.Context, plugins *pluginhost.Host, auditDir string,
 		}
 		return nil
 	}
-	return &mcpEgressProxy{sock: sock, stop: stop, failed: failed, pid: proc.PID()}, nil
+	return &mcpEgressProxy{sock: sock, stop: stop, failed: failed, pid: proc.PID(), auditor: a}, nil
 }
 
 // removeEgressLeftovers checks, with the plugin process gone, that neither
@@ -259,6 +274,7 @@ type egressAuditor struct {
 	mu       sync.Mutex
 	bad      error // the first allow outside the allowlist
 	violated chan struct{}
+	denied   []string // the reasons of the first maxDeniedKept denials
 }
 
 func newEgressAuditor(base audit.Record, log *audit.Log, domains []string) *egressAuditor {
@@ -289,7 +305,15 @@ func (a *egressAuditor) audit(e egress.Event) error {
 		}
 		return errors.New(why)
 	}
-	return a.log.Append(egressRecord(a.base, e))
+	r := egressRecord(a.base, e)
+	if e.Decision == egress.Deny {
+		a.mu.Lock()
+		if len(a.denied) < maxDeniedKept {
+			a.denied = append(a.denied, r.Reason)
+		}
+		a.mu.Unlock()
+	}
+	return a.log.Append(r)
 }
 
 // violation is the first allow outside the allowlist, or nil.

@@ -339,11 +339,11 @@ func ReadIndexCert(name string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if len(bytes.TrimSpace(data)) > 0 {
-		return nil, fmt.Errorf("%w: --index-cert %s: not PEM after the certificates", ErrDependencies, name)
-	}
 	if out.Len() == 0 {
 		return nil, fmt.Errorf("%w: --index-cert %s: no PEM certificate", ErrDependencies, name)
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		return nil, fmt.Errorf("%w: --index-cert %s: not PEM after the certificates", ErrDependencies, name)
 	}
 	return out.Bytes(), nil
 }
@@ -504,8 +504,10 @@ func (in *Installer) checkWheelhouse() error {
 }
 
 var (
-	noMatchRE  = regexp.MustCompile(`(?m)^ERROR: No matching distribution found for (.+)$`)
-	warningRE  = regexp.MustCompile(`(?m)^WARNING: .*$`)
+	noMatchRE = regexp.MustCompile(`(?m)^ERROR: No matching distribution found for (.+)$`)
+	// warningRE: what pip says about pages it could not fetch (at its
+	// info level: a TLS or proxy failure on an index page).
+	warningRE  = regexp.MustCompile(`(?m)^(?:WARNING: .*|Could not fetch URL .*)$`)
 	errorRE    = regexp.MustCompile(`(?m)^ERROR: .*$`)
 	sdistRE    = regexp.MustCompile(`^(.+?)-[0-9][^-]*\.(tar\.gz|zip|tar\.bz2|tar\.xz|tgz)$`)
 	distInfoRE = regexp.MustCompile(`^(.+)-([^-]+)\.dist-info$`)
