@@ -32,16 +32,24 @@ const (
 	egressPrivateAddr = "10.203.0.1"
 )
 
-// cmdTLSServer: tlsserver CAFILE HITSFILE — a real HTTPS server on port
-// 443 of a random 127/8 address (root), with a fresh self-signed
+// cmdTLSServer: tlsserver CAFILE HITSFILE [DIR] — a real HTTPS server on
+// port 443 of a random 127/8 address (root), with a fresh self-signed
 // certificate for the test names, written as PEM to CAFILE (the package's
 // CA bundle). Every request it serves is appended to HITSFILE as
-// "HOST PATH". It sets, for the egresstest agentnode binary:
+// "HOST PATH". With DIR it serves DIR's files (a PEP 503 package index:
+// DIR/simple/NAME/index.html, which net/http serves for /simple/NAME/),
+// and answers /redirect/REST with a redirect to https://other.test/REST;
+// without, a greeting naming the server name. It sets, for the egresstest
+// agentnode binary:
 // AGENTNODE_EGRESSTEST_HOSTS (the three names), AGENTNODE_EGRESSTEST_PERMIT
 // (the server's address only) and TLSADDR. The server stops with the script.
 func cmdTLSServer(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: tlsserver CAFILE HITSFILE")
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: tlsserver CAFILE HITSFILE [DIR]")
+	}
+	var files http.Handler
+	if len(args) == 3 {
+		files = http.FileServer(http.Dir(ts.MkAbs(args[2])))
 	}
 	caFile, hitsFile := ts.MkAbs(args[0]), ts.MkAbs(args[1])
 	cert, certPEM, err := egressCert()
@@ -68,7 +76,14 @@ func cmdTLSServer(ts *testscript.TestScript, neg bool, args []string) {
 				f.Close()
 			}
 			mu.Unlock()
-			fmt.Fprintf(w, "hello from the egress test server (%s)", r.TLS.ServerName)
+			switch {
+			case files != nil && strings.HasPrefix(r.URL.Path, "/redirect/"):
+				http.Redirect(w, r, "https://"+egressOther+"/"+strings.TrimPrefix(r.URL.Path, "/redirect/"), http.StatusFound)
+			case files != nil:
+				files.ServeHTTP(w, r)
+			default:
+				fmt.Fprintf(w, "hello from the egress test server (%s)", r.TLS.ServerName)
+			}
 		}),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 	}

@@ -50,6 +50,8 @@ func newInstallCmd() *cobra.Command {
 		attestations []string
 		pin          string
 		wheelhouse   string
+		indexURL     string
+		indexCert    string
 	)
 	cmd := &cobra.Command{
 		Use:   "install PATH|ARCHIVE",
@@ -62,8 +64,11 @@ func newInstallCmd() *cobra.Command {
 			"JSON; their signatures are checked when a tool runs. Installing a package id that is already\n" +
 			"installed replaces it; on any error nothing changes.\n\n" +
 			"A runtime: python package's pyproject.toml [project].dependencies are installed into its .deps,\n" +
-			"by pip inside the sandbox, wheels only, from the directory --wheelhouse names (no network); a\n" +
-			"requirement no wheel there satisfies refuses the install (specs/python.md).",
+			"by pip inside the sandbox, wheels only, from the directory --wheelhouse names (no network), or from\n" +
+			"the package index --index-url names (https, port 443), reached only through the sealed egress proxy\n" +
+			"with that host alone allowlisted, each connection audited; the index's certificate is verified\n" +
+			"against the installer image's CA bundle (Debian's ca-certificates) or only against the certificates\n" +
+			"--index-cert names. A requirement no wheel there satisfies refuses the install (specs/python.md).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := requireSetUp()
@@ -87,6 +92,24 @@ func newInstallCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, usageError("--wheelhouse: %w", err))
 			}
+			depsSrc := depsSource{wheelhouse: wh}
+			switch {
+			case wheelhouse != "" && indexURL != "":
+				return fail(cmd, jsonOut, usageError("--wheelhouse and --index-url exclude each other: give one source of dependencies"))
+			case indexCert != "" && indexURL == "":
+				return fail(cmd, jsonOut, usageError("--index-cert needs --index-url"))
+			case indexURL != "":
+				u, h, err := pydeps.ParseIndexURL(indexURL)
+				if err != nil {
+					return fail(cmd, jsonOut, usageError("%w", err))
+				}
+				depsSrc.index = &pydeps.Index{URL: u, Host: h}
+				if indexCert != "" {
+					if depsSrc.index.CertPEM, err = pydeps.ReadIndexCert(indexCert); err != nil {
+						return fail(cmd, jsonOut, usageError("%w", err))
+					}
+				}
+			}
 			lk, err := lockfileUpdater() // agentnode.lock is checked before anything changes
 			if err != nil {
 				return fail(cmd, jsonOut, err)
@@ -94,7 +117,7 @@ func newInstallCmd() *cobra.Command {
 			// Installing dependencies runs a sandbox: an interrupt stops it.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			deps, stopDeps := depsInstaller(ctx, dir, wh) // pydeps.go
+			deps, stopDeps := depsInstaller(ctx, dir, depsSrc) // pydeps.go
 			defer stopDeps()
 			// The lockfile entry is written while the previous install is
 			// still kept aside: if it cannot be, the install is undone
@@ -124,6 +147,8 @@ func newInstallCmd() *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&attestations, "attestation", nil, "attestation `FILE` (JSON) to keep with the package; repeatable")
 	cmd.Flags().StringVar(&wheelhouse, "wheelhouse", "", "`DIR` of wheels (*.whl) to install a Python package's pyproject.toml dependencies from, inside the sandbox")
+	cmd.Flags().StringVar(&indexURL, "index-url", "", "package index `URL` (https, PEP 503) to install the dependencies from instead, through the sealed egress proxy allowing its host only")
+	cmd.Flags().StringVar(&indexCert, "index-cert", "", "PEM `FILE` of the only certificates trusted for --index-url's TLS (default: the installer image's CA bundle)")
 	cmd.Flags().StringVar(&pin, "sha256", "", "pin: the archive file's SHA-256 `HEX` (for a directory, its content hash); refused before unpacking on a mismatch")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd

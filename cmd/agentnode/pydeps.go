@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
+	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -19,13 +23,26 @@ import (
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
+// depsSource is where `agentnode install` takes a package's dependencies
+// from: the wheelhouse directory (--wheelhouse), or the index
+// (--index-url, reached through sealed egress, with --index-cert's
+// certificates when given).
+type depsSource struct {
+	wheelhouse string
+	index      *pydeps.Index // URL, Host, CertPEM; the socket is set per install
+}
+
 // depsInstaller is the store's InstallOptions.Deps for `agentnode install`:
 // a `runtime: python` package whose pyproject.toml declares dependencies
-// gets them installed from wheelhouse by pip in the configured sandbox
-// backend, with the image sandbox.python_installer_image (kernel/pydeps).
-// A package without dependencies needs neither a wheelhouse nor the
-// sandbox. The returned cleanup stops the backend plugin if one started.
-func depsInstaller(ctx context.Context, dir, wheelhouse string) (func(string, *manifest.Manifest) ([]string, error), func()) {
+// gets them installed from src by pip in the configured sandbox backend,
+// with the image sandbox.python_installer_image (kernel/pydeps). From an
+// index, a sealed egress proxy allowing the index's host on port 443 alone
+// is started for the install (dispatch.StartEgress: the MCP servers'
+// plugin, checks and audit records) and stopped after it; a teardown it
+// cannot verify fails the install. A package without dependencies needs
+// neither a source nor the sandbox. The returned cleanup stops the backend
+// plugin if one started.
+func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string, *manifest.Manifest) ([]string, error), func()) {
 	var host *pluginhost.Host
 	cleanup := func() {
 		if host != nil {
@@ -37,8 +54,8 @@ func depsInstaller(ctx context.Context, dir, wheelhouse string) (func(string, *m
 		if err != nil || len(reqs) == 0 {
 			return nil, err
 		}
-		if wheelhouse == "" {
-			return nil, fmt.Errorf("%w: %s declares dependencies (%d: %s …); give the wheels with --wheelhouse DIR",
+		if src.wheelhouse == "" && src.index == nil {
+			return nil, fmt.Errorf("%w: %s declares dependencies (%d: %s …); give the wheels with --wheelhouse DIR or an index with --index-url URL",
 				pydeps.ErrDependencies, pydeps.PyprojectFile, len(reqs), reqs[0])
 		}
 		cfg, err := config.Load(home.ConfigPath(dir))
@@ -73,12 +90,68 @@ func depsInstaller(ctx context.Context, dir, wheelhouse string) (func(string, *m
 			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)", backend, av.Reason, av.Detail)
 		}
 		in := &pydeps.Installer{
-			Sandbox: client, Backend: backend, Image: img, Wheelhouse: wheelhouse,
+			Sandbox: client, Backend: backend, Image: img, Wheelhouse: src.wheelhouse,
 			Limits: limits, Timeout: timeout,
 			RunID: fmt.Sprintf("an-deps-%d", time.Now().UnixNano()),
 		}
-		return in.Install(ctx, content, reqs)
+		if src.index == nil {
+			return in.Install(ctx, content, reqs)
+		}
+		return installFromIndex(ctx, dir, cfg, host, in, *src.index, m, content, reqs)
 	}, cleanup
+}
+
+// installFromIndex runs in.Install from idx with a sealed egress proxy
+// allowing idx.Host alone; the proxy's events are audited as the
+// package's (event egress, placement sandbox). A proxy that fails while
+// pip runs stops the install; one whose teardown is not verified fails it.
+func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host *pluginhost.Host, in *pydeps.Installer,
+	idx pydeps.Index, m *manifest.Manifest, content string, reqs []string) ([]string, error) {
+	eg, err := dispatch.StartEgress(ctx, dispatch.EgressOptions{
+		Plugins:  host,
+		AuditDir: home.AuditDir(dir),
+		Audit: audit.Options{MaxSizeBytes: cfg.Audit.MaxSizeMB << 20, MaxFiles: int(cfg.Audit.MaxFiles),
+			Anchor: audit.HomeAnchor(home.AuditAnchorPath(dir))},
+		Base: audit.Record{Package: m.PackageID, Version: m.Version, Placement: dispatch.PlacementSandbox,
+			Backend: in.Backend, Env: audit.Env{Root: os.Geteuid() == 0}},
+		What:    fmt.Sprintf("installing the dependencies of %s from %s", m.PackageID, idx.URL),
+		Domains: []string{idx.Host},
+	})
+	if err != nil {
+		return nil, err
+	}
+	idx.EgressSocket = eg.Socket()
+	in.Index = &idx
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-eg.Failed():
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	installed, err := in.Install(runCtx, content, reqs)
+	failedEarly := false
+	select {
+	case <-eg.Failed():
+		failedEarly = true
+	default:
+	}
+	cancel()
+	stopErr := eg.Stop()
+	if stopErr != nil {
+		return nil, stopErr
+	}
+	if failedEarly {
+		return nil, reason.New(reason.EgressDenied, "the egress proxy failed while the dependencies were installed; nothing was installed")
+	}
+	if err != nil {
+		if denied := eg.Denied(); len(denied) > 0 {
+			err = fmt.Errorf("%w (the egress proxy, allowing %s:443 only, refused: %s)", err, idx.Host, strings.Join(denied, "; "))
+		}
+		return nil, err
+	}
+	return installed, nil
 }
 
 // installLimits are the sandbox limits of the configuration (pydeps

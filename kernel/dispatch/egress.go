@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/egress"
 )
@@ -83,6 +85,8 @@ type mcpEgressProxy struct {
 	failed <-chan struct{}
 	// pid is the plugin process.
 	pid int
+	// auditor records the events.
+	auditor *egressAuditor
 }
 
 // startMCPEgress is mcpEgress: it starts the proxy plugin for st's server
@@ -96,20 +100,97 @@ func startMCPEgress(ctx context.Context, st *state, domains []string) (*mcpEgres
 	if st.k.Plugins == nil {
 		return nil, reason.New(reason.PluginUnavailable, "package %s: no plugin host for the egress proxy", st.pkg.ID)
 	}
-	log, err := audit.Open(home.AuditDir(st.k.HomeDir), st.k.auditOptions(st))
-	if err != nil {
-		return nil, reason.Wrap(reason.AuditUnavailable, err, "open the audit log for the egress proxy")
-	}
 	// The records' fixed part, taken now: the run that started the server
 	// goes on changing its state while the proxy serves.
 	base := *st.k.baseRecord(st, eventEgress)
+	return startEgress(ctx, st.k.Plugins, home.AuditDir(st.k.HomeDir), st.k.auditOptions(st), base,
+		"package "+st.pkg.ID, domains)
+}
+
+// EgressOptions are the inputs of StartEgress.
+type EgressOptions struct {
+	// Plugins starts the egress plugin process.
+	Plugins *pluginhost.Host
+	// AuditDir and Audit name the audit log the events are recorded in
+	// (its anchor included), opened on a handle of the proxy's own.
+	AuditDir string
+	Audit    audit.Options
+	// Base is the fixed part of each record (request id — a fresh one
+	// when empty —, package, version, trust, placement, backend, env);
+	// the event, action, decision, code and reason are the proxy's.
+	Base audit.Record
+	// What names the caller in errors ("package pack-id").
+	What string
+	// Domains are the hosts allowed, on port 443: each must pass
+	// manifest's allowed-domain checks (specs/egress.md).
+	Domains []string
+}
+
+// EgressProxy is a running sealed egress proxy (StartEgress).
+type EgressProxy struct{ p *mcpEgressProxy }
+
+// Socket is the proxy's unix socket, to pass as sandbox.Spec.EgressSocket.
+func (e *EgressProxy) Socket() string { return e.p.sock }
+
+// Failed is closed when the proxy failed while serving (its plugin died,
+// broke the protocol, or reported an allow outside the allowlist): what
+// uses it must stop. Stop closes it too.
+func (e *EgressProxy) Failed() <-chan struct{} { return e.p.failed }
+
+// Denied lists the connections the proxy refused so far, as their audit
+// records' reasons ("host:port: why"), the first maxDeniedKept of them.
+func (e *EgressProxy) Denied() []string {
+	a := e.p.auditor
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.denied)
+}
+
+// maxDeniedKept bounds what Denied keeps.
+const maxDeniedKept = 8
+
+// Stop closes the proxy and ends its plugin process; it returns
+// egress_denied unless the teardown was verified and the proxy did its
+// job (no allow outside the allowlist).
+func (e *EgressProxy) Stop() error { return e.p.stop() }
+
+// StartEgress starts a sealed egress proxy for one sandbox outside a tool
+// run — `agentnode install` resolving Python dependencies from an index
+// (kernel/pydeps) — with the same plugin, checks and audit as an MCP
+// server's (specs/egress.md): one plugin process of its own, every event an
+// "egress" or "egress_closed" audit record written before it is
+// acknowledged, every allow checked against Domains.
+func StartEgress(ctx context.Context, o EgressOptions) (*EgressProxy, error) {
+	if o.Plugins == nil {
+		return nil, reason.New(reason.PluginUnavailable, "%s: no plugin host for the egress proxy", o.What)
+	}
+	base := o.Base
+	base.Event = eventEgress
+	if base.RequestID == "" {
+		base.RequestID = newRequestID()
+	}
+	p, err := startEgress(ctx, o.Plugins, o.AuditDir, o.Audit, base, o.What, o.Domains)
+	if err != nil {
+		return nil, err
+	}
+	return &EgressProxy{p: p}, nil
+}
+
+// startEgress starts the proxy plugin with domains, auditing each event on
+// its own handle of the audit log in auditDir.
+func startEgress(ctx context.Context, plugins *pluginhost.Host, auditDir string, auditOpts audit.Options,
+	base audit.Record, what string, domains []string) (*mcpEgressProxy, error) {
+	log, err := audit.Open(auditDir, auditOpts)
+	if err != nil {
+		return nil, reason.Wrap(reason.AuditUnavailable, err, "open the audit log for the egress proxy")
+	}
 	base.Tool, base.Action, base.GuardChain = "", "network_egress", nil
 	base.Decision, base.Code, base.Reason = "", "", ""
 
-	client, proc, err := st.k.Plugins.EgressProxy(egressProxyName)
+	client, proc, err := plugins.EgressProxy(egressProxyName)
 	if err != nil {
 		_ = log.Close()
-		return nil, fmt.Errorf("package %s: sealed egress: %w", st.pkg.ID, err)
+		return nil, fmt.Errorf("%s: sealed egress: %w", what, err)
 	}
 	a := newEgressAuditor(base, log, domains)
 	req := &egress.StartRequest{Allowed: domains, SocketDir: egressSocketDir()}
@@ -119,13 +200,13 @@ func startMCPEgress(ctx context.Context, st *state, domains []string) (*mcpEgres
 	// startCtx bounds the start only: the session lives until stop (which
 	// after the server ended still learns whether the teardown was
 	// verified).
-	startCtx, cancelStart := context.WithTimeout(ctx, st.k.Plugins.CallTimeout())
+	startCtx, cancelStart := context.WithTimeout(ctx, plugins.CallTimeout())
 	sess, err := client.Start(startCtx, req, a.audit)
 	cancelStart()
 	if err != nil {
 		proc.Stop()
 		_ = log.Close()
-		return nil, reason.New(reason.EgressDenied, "package %s: start the egress proxy: %w", st.pkg.ID, err)
+		return nil, reason.New(reason.EgressDenied, "%s: start the egress proxy: %w", what, err)
 	}
 	failed := make(chan struct{})
 	go func() {
@@ -154,11 +235,11 @@ func startMCPEgress(ctx context.Context, st *state, domains []string) (*mcpEgres
 		}
 		_ = log.Close()
 		if len(errs) > 0 {
-			return reason.New(reason.EgressDenied, "package %s: the egress proxy could not prove its teardown: %w", st.pkg.ID, errors.Join(errs...))
+			return reason.New(reason.EgressDenied, "%s: the egress proxy could not prove its teardown: %w", what, errors.Join(errs...))
 		}
 		return nil
 	}
-	return &mcpEgressProxy{sock: sock, stop: stop, failed: failed, pid: proc.PID()}, nil
+	return &mcpEgressProxy{sock: sock, stop: stop, failed: failed, pid: proc.PID(), auditor: a}, nil
 }
 
 // removeEgressLeftovers checks, with the plugin process gone, that neither
@@ -193,6 +274,7 @@ type egressAuditor struct {
 	mu       sync.Mutex
 	bad      error // the first allow outside the allowlist
 	violated chan struct{}
+	denied   []string // the reasons of the first maxDeniedKept denials
 }
 
 func newEgressAuditor(base audit.Record, log *audit.Log, domains []string) *egressAuditor {
@@ -223,7 +305,15 @@ func (a *egressAuditor) audit(e egress.Event) error {
 		}
 		return errors.New(why)
 	}
-	return a.log.Append(egressRecord(a.base, e))
+	r := egressRecord(a.base, e)
+	if e.Decision == egress.Deny {
+		a.mu.Lock()
+		if len(a.denied) < maxDeniedKept {
+			a.denied = append(a.denied, r.Reason)
+		}
+		a.mu.Unlock()
+	}
+	return a.log.Append(r)
 }
 
 // violation is the first allow outside the allowlist, or nil.

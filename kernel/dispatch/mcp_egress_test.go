@@ -385,3 +385,47 @@ func TestMCPEgressHostRefused(t *testing.T) {
 		t.Fatalf("%v (hook called %v)", err, called)
 	}
 }
+
+// StartEgress (agentnode install from a package index): the same proxy and
+// audit outside a run — a fresh request id, the caller's package, the
+// refused connections listed by Denied, no socket left after Stop.
+func TestStartEgress(t *testing.T) {
+	withEgressTest(t, "idx.example.com=10.1.2.3", "")
+	st := egressState(t)
+	k := st.k
+	eg, err := StartEgress(context.Background(), EgressOptions{
+		Plugins: k.Plugins, AuditDir: home.AuditDir(k.HomeDir),
+		Base: audit.Record{Package: "quad-pack", Version: "1.0.0", Placement: PlacementSandbox, Backend: "libcontainer"},
+		What: "installing quad-pack", Domains: []string{"idx.example.com"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := eg.Socket()
+	for _, req := range []string{"CONNECT other.example.com:443 HTTP/1.1\r\n\r\n", "CONNECT idx.example.com:443 HTTP/1.1\r\n\r\n"} {
+		if code := connect(t, sock, req); code < 400 {
+			t.Errorf("%q: status %d, want a refusal", req, code)
+		}
+	}
+	denied := eg.Denied()
+	if len(denied) != 2 || !strings.HasPrefix(denied[0], "other.example.com:443: host not in the allowlist") ||
+		!strings.HasPrefix(denied[1], "idx.example.com:443: ") {
+		t.Fatalf("Denied() = %q", denied)
+	}
+	if err := eg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
+		t.Fatalf("socket dir left after Stop: %v", err)
+	}
+	recs := auditRecords(t, k)
+	if len(recs) != 2 {
+		t.Fatalf("%d audit records, want 2: %+v", len(recs), recs)
+	}
+	for i, r := range recs {
+		if r.Event != "egress" || r.Decision != "deny" || r.Package != "quad-pack" || r.Action != "network_egress" ||
+			len(r.RequestID) != 24 || r.RequestID != recs[0].RequestID || r.Reason != denied[i] {
+			t.Errorf("record %d: %+v", i, r)
+		}
+	}
+}

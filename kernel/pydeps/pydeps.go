@@ -4,7 +4,9 @@
 // inside a sandbox (the configured backend's Run, the Python installer
 // image, no network), wheels only (--only-binary :all:, so no package code
 // runs: no sdist is built), from a wheelhouse directory the user names,
-// mounted read-only at /pack. pip installs them `--target` a directory on
+// mounted read-only at /pack, or from a package index (PEP 503) reached
+// only through the sealed egress proxy with the index's host alone
+// allowlisted (Index: the caller starts the proxy). pip installs them `--target` a directory on
 // the container's /tmp, which the sandbox streams back as a tar on its
 // stdout; the host unpacks it with kernel/tarsafe, under caps, into the
 // staging copy of the package at python.DepsDir, where the shim finds
@@ -15,10 +17,13 @@ package pydeps
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,8 +38,10 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/sdk/egress"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
 // ErrDependencies is wrapped by every error about the dependencies
@@ -170,42 +177,175 @@ type Runner interface {
 	Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.RunResponse, error)
 }
 
-// Installer installs requirements from a wheelhouse, in a sandbox.
+// Installer installs requirements from a wheelhouse or an index, in a
+// sandbox.
 type Installer struct {
 	Sandbox Runner
 	Backend string       // the backend's name, for messages
 	Image   *image.Image // the Python installer image, resolved
 	// Wheelhouse is the host directory of wheels (*.whl), mounted
 	// read-only at /pack: it must be readable by the sandbox user (uid
-	// 1000).
+	// 1000). Exactly one of Wheelhouse and Index is set.
 	Wheelhouse string
-	Limits     sandbox.Limits // raised to MinTmpBytes and MinMemoryBytes
-	Timeout    time.Duration
-	Caps       Caps // zero: DefaultCaps
+	// Index is the package index, reached through sealed egress.
+	Index   *Index
+	Limits  sandbox.Limits // raised to MinTmpBytes and MinMemoryBytes
+	Timeout time.Duration
+	Caps    Caps // zero: DefaultCaps
 	// RunID names the container ("" gives one from the time).
 	RunID string
 }
 
-// pipArgs are pip's options: no index, the wheelhouse only, wheels only,
-// no bytecode, no cache, no configuration files or PIP_* variables, no
-// prompts; the requirements come after "--", one argument each.
-var pipArgs = []string{
-	"install", "--isolated", "--no-index", "--find-links", "/pack", "--only-binary", ":all:",
+// Index is a package index (PEP 503 "simple" API) pip reads through the
+// sealed egress proxy.
+type Index struct {
+	// URL is the index's URL as ParseIndexURL returned it: https, on port
+	// 443, of Host.
+	URL string
+	// Host is the one host the egress proxy allows (port 443).
+	Host string
+	// CertPEM, when set, are the only certificates pip trusts for the
+	// index's TLS (ReadIndexCert: --index-cert); else the installer
+	// image's bundle, CABundle.
+	CertPEM []byte
+	// EgressSocket is the proxy's socket (sandbox.Spec.EgressSocket),
+	// allowing Host:443 alone; the caller starts and stops the proxy.
+	EgressSocket string
+}
+
+// CABundle is the installer image's certificate bundle: the certificates
+// of Debian's ca-certificates package as shipped, concatenated in name
+// order (cmd/agentnode/pyimage builds it; the host's local additions and
+// /etc/ca-certificates.conf are not read, so the same package version
+// gives the same bundle).
+const CABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// indexCertName is --index-cert's copy in the directory mounted at /pack.
+const indexCertName = "index-ca.pem"
+
+// MaxIndexCertBytes bounds --index-cert.
+const MaxIndexCertBytes = 1 << 20
+
+// commonPipArgs are pip's options in both modes: wheels only, no bytecode,
+// no cache, no configuration files or PIP_* variables, no prompts.
+var commonPipArgs = []string{
+	"install", "--isolated", "--only-binary", ":all:",
 	"--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--no-input",
 	"--no-warn-script-location", "--progress-bar", "off", "--target", targetDir,
+}
+
+// pipArgs are pip's options: from the wheelhouse only, or from the index
+// only, through the egress forwarder (the proxy pip is told explicitly, not
+// left to the environment), trusting the named certificates or the image's
+// bundle, without retries (a refusal by the proxy is final). The
+// requirements come after "--", one argument each.
+func (in *Installer) pipArgs() []string {
+	args := slices.Clone(commonPipArgs)
+	if in.Index == nil {
+		return append(args, "--no-index", "--find-links", "/pack")
+	}
+	cert := CABundle
+	if len(in.Index.CertPEM) > 0 {
+		cert = "/pack/" + indexCertName
+	}
+	return append(args, "--index-url", in.Index.URL, "--proxy", profile.EgressProxyURL,
+		"--cert", cert, "--retries", "0", "--timeout", "30")
 }
 
 // targetDir is where pip installs inside the container.
 const targetDir = "/tmp/agentnode-deps"
 
 // script runs pip (its output to stderr), then streams the installed tree
-// as a tar on stdout.
-var script = "set -e\n" + python.Interpreter + " -I -m pip " + strings.Join(pipArgs, " ") + " -- \"$@\" 1>&2\n" +
-	"cd " + targetDir + "\nexec tar -cf - .\n"
+// as a tar on stdout. Every argument is a fixed word or a checked URL
+// (ParseIndexURL: no quote, space or shell metacharacter survives it).
+func script(pip []string) string {
+	return "set -e\n" + python.Interpreter + " -I -m pip " + strings.Join(pip, " ") + " -- \"$@\" 1>&2\n" +
+		"cd " + targetDir + "\nexec tar -cf - .\n"
+}
 
-// Command is the argv the sandbox runs for reqs.
+// Command is the argv the sandbox runs for reqs from a wheelhouse.
 func Command(reqs []string) []string {
-	return append([]string{"/bin/sh", "-c", script, "sh"}, reqs...)
+	return (&Installer{}).command(reqs)
+}
+
+func (in *Installer) command(reqs []string) []string {
+	return append([]string{"/bin/sh", "-c", script(in.pipArgs()), "sh"}, reqs...)
+}
+
+// ParseIndexURL checks --index-url: an https URL (pip verifies the index's
+// TLS end to end; the egress proxy tunnels port 443 only) whose host is a
+// hostname the egress allowlist accepts (sdk/egress: no IP literal, no
+// special-use name, canonical), on port 443, without user information,
+// query or fragment, and with only URL-safe characters. It returns the URL
+// as pip gets it (with a trailing slash) and the host.
+func ParseIndexURL(s string) (string, string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: --index-url: %w", ErrDependencies, err)
+	}
+	switch {
+	case u.Scheme == "http":
+		return "", "", fmt.Errorf("%w: --index-url %s: http is refused: the index is reached only through the egress proxy, which tunnels TLS (https, port 443)", ErrDependencies, s)
+	case u.Scheme != "https":
+		return "", "", fmt.Errorf("%w: --index-url %q: not an https URL", ErrDependencies, s)
+	case u.User != nil:
+		return "", "", fmt.Errorf("%w: --index-url: user information in the URL is not accepted", ErrDependencies)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", "", fmt.Errorf("%w: --index-url %q: a query or fragment is not accepted", ErrDependencies, s)
+	case u.Opaque != "":
+		return "", "", fmt.Errorf("%w: --index-url %q: not a hierarchical URL", ErrDependencies, s)
+	}
+	if p := u.Port(); p != "" && p != "443" {
+		return "", "", fmt.Errorf("%w: --index-url %s: port %s: the egress proxy tunnels port 443 only", ErrDependencies, s, p)
+	}
+	host := u.Hostname()
+	if err := egress.ValidateDomains([]string{host}); err != nil {
+		return "", "", fmt.Errorf("%w: --index-url %s: host: %w", ErrDependencies, s, err)
+	}
+	path := u.EscapedPath()
+	if !strings.HasSuffix(path, "/") {
+		path += "/"
+	}
+	if !indexPathRE.MatchString(path) {
+		return "", "", fmt.Errorf("%w: --index-url %q: the path may hold letters, digits and - . _ ~ / %% only", ErrDependencies, s)
+	}
+	return "https://" + host + path, host, nil
+}
+
+var indexPathRE = regexp.MustCompile(`^/[A-Za-z0-9._~/%-]*$`)
+
+// ReadIndexCert reads --index-cert: a PEM file of at most
+// MaxIndexCertBytes holding one or more X.509 certificates and nothing
+// else. It returns them PEM-encoded again (only the certificates).
+func ReadIndexCert(name string) ([]byte, error) {
+	data, err := bounded.ReadFile(name, MaxIndexCertBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --index-cert: %w", ErrDependencies, err)
+	}
+	var out bytes.Buffer
+	for n := 1; ; n++ {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%w: --index-cert %s: PEM block %d is %q, not a CERTIFICATE", ErrDependencies, name, n, b.Type)
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return nil, fmt.Errorf("%w: --index-cert %s: certificate %d: %w", ErrDependencies, name, n, err)
+		}
+		if err := pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes}); err != nil {
+			return nil, err
+		}
+	}
+	if out.Len() == 0 {
+		return nil, fmt.Errorf("%w: --index-cert %s: no PEM certificate", ErrDependencies, name)
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		return nil, fmt.Errorf("%w: --index-cert %s: not PEM after the certificates", ErrDependencies, name)
+	}
+	return out.Bytes(), nil
 }
 
 // Install installs reqs into <content>/python.DepsDir and returns the
@@ -222,7 +362,19 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 		return nil, fmt.Errorf("%w: the package has a %s of its own and %s declares dependencies: agentnode installs them there; ship one or the other",
 			ErrDependencies, python.DepsDir, PyprojectFile)
 	}
-	if err := in.checkWheelhouse(); err != nil {
+	packDir := in.Wheelhouse
+	var egressSock string
+	if in.Index != nil {
+		if in.Wheelhouse != "" || in.Index.EgressSocket == "" || in.Index.URL == "" {
+			return nil, fmt.Errorf("%w: an index needs the egress proxy's socket and no wheelhouse", ErrDependencies)
+		}
+		dir, err := in.indexDir()
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		packDir, egressSock = dir, in.Index.EgressSocket
+	} else if err := in.checkWheelhouse(); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(deps, 0o700); err != nil {
@@ -262,16 +414,17 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 	stderr := &tail{max: 64 << 10}
 	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
-			RunID:      runID,
-			Image:      in.Image.Ref,
-			ImageID:    in.Image.ConfigDigest,
-			Rootfs:     in.Image.Rootfs,
-			PackageDir: in.Wheelhouse,
-			Args:       Command(reqs),
-			Env:        []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
-			Limits:     limits,
-			Timeout:    in.Timeout,
-			Network:    false,
+			RunID:        runID,
+			Image:        in.Image.Ref,
+			ImageID:      in.Image.ConfigDigest,
+			Rootfs:       in.Image.Rootfs,
+			PackageDir:   packDir,
+			Args:         in.command(reqs),
+			Env:          []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
+			Limits:       limits,
+			Timeout:      in.Timeout,
+			Network:      false, // an index is reached through EgressSocket only
+			EgressSocket: egressSock,
 		},
 		Stdout: pw,
 		Stderr: stderr,
@@ -314,6 +467,27 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 	return installed, nil
 }
 
+// indexDir is the directory mounted at /pack for an install from the
+// index: empty, or --index-cert's certificates alone; readable by the
+// sandbox user.
+func (in *Installer) indexDir() (string, error) {
+	dir, err := os.MkdirTemp("", "agentnode-index-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	if len(in.Index.CertPEM) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, indexCertName), in.Index.CertPEM, 0o644); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
 // checkWheelhouse: a directory, given.
 func (in *Installer) checkWheelhouse() error {
 	if in.Wheelhouse == "" {
@@ -330,7 +504,10 @@ func (in *Installer) checkWheelhouse() error {
 }
 
 var (
-	noMatchRE  = regexp.MustCompile(`(?m)^ERROR: No matching distribution found for (.+)$`)
+	noMatchRE = regexp.MustCompile(`(?m)^ERROR: No matching distribution found for (.+)$`)
+	// warningRE: what pip says about pages it could not fetch (at its
+	// info level: a TLS or proxy failure on an index page).
+	warningRE  = regexp.MustCompile(`(?m)^(?:WARNING: .*|Could not fetch URL .*)$`)
 	errorRE    = regexp.MustCompile(`(?m)^ERROR: .*$`)
 	sdistRE    = regexp.MustCompile(`^(.+?)-[0-9][^-]*\.(tar\.gz|zip|tar\.bz2|tar\.xz|tgz)$`)
 	distInfoRE = regexp.MustCompile(`^(.+)-([^-]+)\.dist-info$`)
@@ -340,6 +517,17 @@ var (
 // whether only an sdist of it is in the wheelhouse), else pip's ERROR
 // lines.
 func (in *Installer) pipError(reqs []string, stderr string, code int) error {
+	if m := noMatchRE.FindStringSubmatch(stderr); m != nil && in.Index != nil {
+		req := strings.TrimSpace(m[1])
+		msg := fmt.Sprintf("no wheel on the index %s satisfies the requirement %q", in.Index.URL, req)
+		if from := fromOf(stderr, req); from != "" {
+			msg += " (required by " + from + ")"
+		}
+		if w := warningRE.FindAllString(stderr, 4); len(w) > 0 {
+			msg += "; pip: " + strings.Join(w, "; ")
+		}
+		return fmt.Errorf("%w: %s; nothing was installed", ErrDependencies, msg)
+	}
 	if m := noMatchRE.FindStringSubmatch(stderr); m != nil {
 		req := strings.TrimSpace(m[1])
 		msg := fmt.Sprintf("no wheel in the wheelhouse %s satisfies the requirement %q", in.Wheelhouse, req)

@@ -2,6 +2,7 @@ package pyimage
 
 import (
 	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/pydeps"
 )
 
 // InstallerName is the repository name of the Python installer image, in
@@ -13,11 +14,12 @@ const InstallerName = "agentnode/python-installer"
 // (setuptools, wheel, distutils, ca-certificates, ...).
 var InstallerRoots = append(append([]string{}, DefaultRoots...), "python3-pip")
 
-// InstallerExclude are files of those packages left out, which an install
-// from a wheelhouse, without network, never reads: pip's vendored CA
+// InstallerExclude are files of those packages left out: pip's vendored CA
 // bundle, which hosts commonly rewrite to add their own authority (so it
 // would fail its checksum), and ca-certificates' certificates (some have
-// names a USTAR header cannot hold).
+// names a USTAR header cannot hold) — those go into the image as one
+// bundle instead, at pydeps.CABundle, which pip is told to trust for an
+// index (--cert).
 var InstallerExclude = []string{
 	"/usr/lib/python3/dist-packages/pip/_vendor/certifi/cacert.pem",
 	"/usr/share/ca-certificates",
@@ -29,6 +31,7 @@ func InstallerOptions(opts Options) Options {
 	opts.Name = InstallerName
 	opts.Roots = InstallerRoots
 	opts.Exclude = InstallerExclude
+	opts.CABundle = pydeps.CABundle
 	return opts
 }
 

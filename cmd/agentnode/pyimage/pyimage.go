@@ -61,6 +61,13 @@ type Options struct {
 	// Exclude are paths (as the packages list them) left out of the
 	// image with everything below them: neither read nor checked.
 	Exclude []string
+	// CABundle, when set, is the image path of a certificate bundle
+	// built from Debian's ca-certificates package (which must be among
+	// the packages): its *.crt files under /usr/share/ca-certificates,
+	// each checked against the package's md5sums, concatenated in name
+	// order. The host's own bundle and /etc/ca-certificates.conf are not
+	// read, so the same package version gives the same bundle.
+	CABundle string
 }
 
 // Package is one package that went into the image.
@@ -84,6 +91,9 @@ type Contents struct {
 	Bytecode int   `json:"bytecode"`
 	Entries  int   `json:"entries"` // files, directories and symlinks
 	Bytes    int64 `json:"bytes"`   // size of the regular files
+	// Certificates is how many certificates the CA bundle holds (0:
+	// none built).
+	Certificates int `json:"certificates,omitempty"`
 }
 
 // Collect reads the packages of opts from the dpkg database and returns the
@@ -220,6 +230,14 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 			files = append(files, image.File{Name: m, Type: tar.TypeSymlink, Mode: 0o777, Link: "usr/" + m})
 		}
 	}
+	if opts.CABundle != "" {
+		bundle, n, err := caBundle(db, pkgs, root, opts.CABundle, files)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, bundle...)
+		contents.Certificates = n
+	}
 	files = append(files, image.File{
 		Name: strings.TrimPrefix(python.ShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.Shim,
 	}, image.File{
@@ -243,6 +261,63 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 		}
 	}
 	return files, contents, nil
+}
+
+// caCertificatesPackage is the Debian package the CA bundle is built from,
+// and caCertificatesDir where it keeps its certificates.
+const (
+	caCertificatesPackage = "ca-certificates"
+	caCertificatesDir     = "/usr/share/ca-certificates/"
+)
+
+// caBundle returns the files of the CA bundle at path (Options.CABundle),
+// with the directories above it that have no entry yet, and how
+// many certificates it holds.
+func caBundle(db *dpkgDB, pkgs []*dpkgPackage, root, path string, have []image.File) ([]image.File, int, error) {
+	i := slices.IndexFunc(pkgs, func(p *dpkgPackage) bool { return p.name == caCertificatesPackage })
+	if i < 0 {
+		return nil, 0, fmt.Errorf("%w: the CA bundle %s is built from %s, which is not among the image's packages",
+			ErrPackage, path, caCertificatesPackage)
+	}
+	p := pkgs[i]
+	listed, err := db.fileList(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	sums, err := db.md5sums(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	var certs []string
+	for _, hp := range listed {
+		if strings.HasPrefix(hp, caCertificatesDir) && strings.HasSuffix(hp, ".crt") {
+			certs = append(certs, hp)
+		}
+	}
+	if len(certs) == 0 {
+		return nil, 0, fmt.Errorf("%w: %s lists no certificate under %s", ErrPackage, caCertificatesPackage, caCertificatesDir)
+	}
+	sort.Strings(certs)
+	var bundle []byte
+	for _, hp := range certs {
+		data, err := readVerified(filepath.Join(root, hp), sums[hp])
+		if err != nil {
+			return nil, 0, fmt.Errorf("package %s: %w", p.name, err)
+		}
+		bundle = append(bundle, data...)
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+	}
+	name := strings.TrimPrefix(path, "/")
+	var out []image.File
+	for d := filepath.Dir(name); d != "." && d != "/"; d = filepath.Dir(d) {
+		if !slices.ContainsFunc(have, func(f image.File) bool { return f.Name == d }) {
+			out = append([]image.File{{Name: d, Type: tar.TypeDir, Mode: 0o755}}, out...)
+		}
+	}
+	out = append(out, image.File{Name: name, Type: tar.TypeReg, Mode: 0o644, Body: bundle})
+	return out, len(certs), nil
 }
 
 // excluded reports whether p is one of paths or below one.
@@ -294,6 +369,9 @@ func createdBy(c *Contents) string {
 	b.WriteString(", shim sha256:" + hex.EncodeToString(sum[:]))
 	sum = sha256.Sum256(python.AgentShim)
 	b.WriteString(", agent shim sha256:" + hex.EncodeToString(sum[:]))
+	if c.Certificates > 0 {
+		fmt.Fprintf(&b, ", CA bundle of %d certificates", c.Certificates)
+	}
 	if c.Bytecode > 0 {
 		fmt.Fprintf(&b, ", standard library bytecode (%d checked hash-based .pyc)", c.Bytecode)
 	}
