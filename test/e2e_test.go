@@ -207,6 +207,16 @@ func scriptParams(dir string) testscript.Params {
 				return os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "", nil
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "python":
+				// Debian's python3 with the modules the Python runtime's
+				// scripts use (pip and wheel build test wheels, pytest runs
+				// the test packs' suites). In CI (AGENTNODE_REQUIRE_PYTHON=1)
+				// a missing one fails the script instead of skipping it.
+				err := exec.Command("/usr/bin/python3", "-c", "import pip, wheel, pytest").Run()
+				if err != nil && os.Getenv("AGENTNODE_REQUIRE_PYTHON") == "1" {
+					return false, fmt.Errorf("AGENTNODE_REQUIRE_PYTHON=1 but /usr/bin/python3 with pip, wheel and pytest: %v (test/deps.sh test installs them)", err)
+				}
+				return err == nil, nil
 			}
 			if b, ok := strings.CutPrefix(cond, "backend:"); ok {
 				return backendAvailable(b)
