@@ -25,16 +25,31 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentnode-keyring.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
-mkdir -p "$tmp/data" "$tmp/runtime"
+mkdir -p "$tmp/data/dbus-1/services" "$tmp/runtime"
 chmod 700 "$tmp" "$tmp/runtime"
 
-# No `exec`: the trap must run to remove the keyring. gnome-keyring-daemon
-# exits with the session bus when dbus-run-session ends.
+# The Secret Service starts by D-Bus activation, from a service file in
+# XDG_DATA_HOME (the first of the session bus's service directories) whose
+# command unlocks the login keyring. With Debian's own service file a daemon
+# that died mid-run (seen once: gnome-keyring-daemon trapped in GLib during a
+# loaded CI run) came back with the keyring locked, and every later test
+# failed. Now a replacement comes up unlocked, with the items already saved.
+daemon=$(command -v gnome-keyring-daemon)
+printf '#!/bin/sh\nprintf pass | exec "%s" --foreground --unlock --components=secrets\n' "$daemon" \
+	>"$tmp/keyring-daemon"
+chmod 755 "$tmp/keyring-daemon"
+printf '[D-BUS Service]\nName=org.freedesktop.secrets\nExec=%s\n' "$tmp/keyring-daemon" \
+	>"$tmp/data/dbus-1/services/org.freedesktop.secrets.service"
+
+# No `exec`: the trap must run to remove the keyring. The daemon exits with
+# the session bus when dbus-run-session ends. The ping activates it, so a
+# keyring that cannot start fails here rather than in a test.
 status=0
 env -u DBUS_SESSION_BUS_ADDRESS -u GNOME_KEYRING_CONTROL \
 	XDG_DATA_HOME="$tmp/data" XDG_RUNTIME_DIR="$tmp/runtime" \
 	dbus-run-session -- sh -c '
-		echo pass | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1 || {
+		dbus-send --session --print-reply --dest=org.freedesktop.secrets \
+			/org/freedesktop/secrets org.freedesktop.DBus.Peer.Ping >/dev/null || {
 			echo "keyring.sh: gnome-keyring-daemon failed to start" >&2; exit 2; }
 		exec "$@"' keyring.sh "$@" || status=$?
 exit "$status"
