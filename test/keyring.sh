@@ -34,9 +34,11 @@ chmod 700 "$tmp" "$tmp/runtime"
 # that died mid-run (seen once: gnome-keyring-daemon trapped in GLib during a
 # loaded CI run) came back with the keyring locked, and every later test
 # failed. Now a replacement comes up unlocked, with the items already saved.
+# Its messages go to $tmp/daemon.log, shown at the end if it had to be
+# started again.
 daemon=$(command -v gnome-keyring-daemon)
-printf '#!/bin/sh\nprintf pass | exec "%s" --foreground --unlock --components=secrets\n' "$daemon" \
-	>"$tmp/keyring-daemon"
+printf '#!/bin/sh\necho "keyring.sh: starting gnome-keyring-daemon" >>"%s"\nprintf pass | exec "%s" --foreground --unlock --components=secrets 2>>"%s"\n' \
+	"$tmp/daemon.log" "$daemon" "$tmp/daemon.log" >"$tmp/keyring-daemon"
 chmod 755 "$tmp/keyring-daemon"
 printf '[D-BUS Service]\nName=org.freedesktop.secrets\nExec=%s\n' "$tmp/keyring-daemon" \
 	>"$tmp/data/dbus-1/services/org.freedesktop.secrets.service"
@@ -52,4 +54,8 @@ env -u DBUS_SESSION_BUS_ADDRESS -u GNOME_KEYRING_CONTROL \
 			/org/freedesktop/secrets org.freedesktop.DBus.Peer.Ping >/dev/null || {
 			echo "keyring.sh: gnome-keyring-daemon failed to start" >&2; exit 2; }
 		exec "$@"' keyring.sh "$@" || status=$?
+if [ "$(grep -c '^keyring.sh: starting' "$tmp/daemon.log" 2>/dev/null)" -gt 1 ]; then
+	echo "keyring.sh: gnome-keyring-daemon died and was started again; its log:" >&2
+	tail -n 50 "$tmp/daemon.log" >&2
+fi
 exit "$status"

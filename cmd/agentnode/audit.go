@@ -142,7 +142,8 @@ says (anchor_mismatch: records cut off, rewritten with recomputed hashes, append
 or the log emptied or deleted; anchor_invalid; anchor_unsealed; anchor_missing), and that it still
 holds the head its witness in the OS keychain remembers (rollback). A verify that passes with a
 checked seal moves the witness on to the log's head. Exit 0 when intact, 1 when not. Warnings (an
-unsealed anchor, a seal that could not be checked, a log not anchored yet) fail only with --strict.
+unsealed anchor, a seal that could not be checked, a log not anchored yet, an allowed run with no
+outcome record) fail only with --strict.
 See specs/audit.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -176,7 +177,7 @@ See specs/audit.md.`,
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
-	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too (an unsealed or unchecked anchor)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too (an unsealed or unchecked anchor, a run without an outcome record)")
 	return cmd
 }
 

@@ -483,3 +483,44 @@ func TestLastLines(t *testing.T) {
 		t.Fatalf("empty: %q %q %v", lines, torn, err)
 	}
 }
+
+// An allowed run with no outcome record after its decision is reported
+// (a warning, which `audit verify --strict` fails on); denied decisions and
+// runs with their outcome are not.
+func TestVerifyReportsRunsWithoutOutcome(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, Options{})
+	appendN(t, l, 0, 4) // two runs, each a decision and its outcome
+	rep, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Unfinished) != 0 || len(rep.Warnings) != 0 {
+		t.Fatalf("complete runs: %+v", rep)
+	}
+	denied := typical(100)
+	denied.Decision, denied.Code, denied.Placement = "deny", "policy_denied", "none"
+	cut := typical(102) // allowed; its outcome (103) never written
+	for _, r := range []*Record{denied, cut} {
+		if err := l.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Unfinished) != 1 || rep.Unfinished[0].RequestID != cut.RequestID || rep.Unfinished[0].Seq != cut.Seq {
+		t.Fatalf("one allowed run without outcome: %+v", rep)
+	}
+	if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], cut.RequestID) {
+		t.Fatalf("warnings %q", rep.Warnings)
+	}
+	// Its outcome arrives (the run was still going): nothing to report.
+	if err := l.Append(typical(103)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, _ := Verify(dir); !rep.OK || len(rep.Unfinished) != 0 || len(rep.Warnings) != 0 {
+		t.Fatalf("after the outcome: %+v", rep)
+	}
+}

@@ -17,7 +17,7 @@ func typical(i int) *Record {
 	ms := int64(1234)
 	r := &Record{
 		Event:      EventDecision,
-		RequestID:  fmt.Sprintf("req-%06d-4f1c2a9b", i),
+		RequestID:  fmt.Sprintf("req-%06d-4f1c2a9b", i/2), // a decision and its outcome
 		Package:    "acme-file-tools",
 		Version:    "1.4.2",
 		Tool:       "read_file",

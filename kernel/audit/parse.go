@@ -13,6 +13,10 @@ type lineInfo struct {
 	seq  uint64
 	prev []byte // 64 lower-case hex digits, aliasing the line
 	hash []byte // 64 lower-case hex digits, aliasing the line
+	// event, requestID and decision pair a run's decision with its
+	// outcome; they alias the line (the JSON string contents, escapes
+	// not decoded: Append writes request ids as plain hex).
+	event, requestID, decision []byte
 }
 
 // maxSafe is the largest integer a JSON number holds exactly (2^53-1), the
@@ -42,19 +46,35 @@ func scanCanonical(line []byte) (lineInfo, bool) {
 	if !s.lit(`,"ts":`) || !s.plain(isTimestamp) {
 		return li, false
 	}
-	if !s.lit(`,"event":`) || !s.plain(isEvent) {
+	if !s.lit(`,"event":`) {
 		return li, false
 	}
-	for _, key := range [...]string{`,"request_id":`, `,"package":`, `,"version":`, `,"tool":`, `,"action":`} {
+	start := s.i
+	if !s.plain(isEvent) {
+		return li, false
+	}
+	li.event = s.b[start+1 : s.i-1]
+	for i, key := range [...]string{`,"request_id":`, `,"package":`, `,"version":`, `,"tool":`, `,"action":`} {
+		start = s.i + len(key)
 		if !s.lit(key) || !s.str() {
 			return li, false
+		}
+		if i == 0 {
+			li.requestID = s.b[start+1 : s.i-1]
 		}
 	}
 	if !s.lit(`,"trust":`) || !s.plain(isTrust) ||
 		!s.lit(`,"placement":`) || !s.plain(isPlacement) ||
 		!s.lit(`,"backend":`) || !s.str() ||
-		!s.lit(`,"decision":`) || !s.plain(isDecision) ||
-		!s.lit(`,"code":`) || !s.plain(isCode) ||
+		!s.lit(`,"decision":`) {
+		return li, false
+	}
+	start = s.i
+	if !s.plain(isDecision) {
+		return li, false
+	}
+	li.decision = s.b[start+1 : s.i-1]
+	if !s.lit(`,"code":`) || !s.plain(isCode) ||
 		!s.lit(`,"reason":`) || !s.str() ||
 		!s.lit(`,"guard_chain":[`) {
 		return li, false
@@ -354,6 +374,7 @@ func parseSlow(line []byte) (li lineInfo, problem, detail string) {
 		return li, ProblemParseError, `the hash member is not the last member of the record, as ,"hash":"<64 hex>"}`
 	}
 	li.seq = r.Seq
+	li.event, li.requestID, li.decision = []byte(r.Event), []byte(r.RequestID), []byte(r.Decision)
 	li.prev = []byte(r.Prev)
 	li.hash = line[n-66 : n-2]
 	return li, "", ""

@@ -174,6 +174,10 @@ func FuzzScanCanonical(f *testing.F) {
 		if r.Seq != li.seq || r.Prev != string(li.prev) || r.Hash != string(li.hash) {
 			t.Fatalf("scanner and encoding/json disagree: %d %s %s vs %+v", li.seq, li.prev, li.hash, r)
 		}
+		if r.Event != string(li.event) || r.Decision != string(li.decision) ||
+			!bytes.Contains(li.requestID, []byte{'\\'}) && r.RequestID != string(li.requestID) {
+			t.Fatalf("scanner and encoding/json disagree: event %q decision %q request_id %q vs %+v", li.event, li.decision, li.requestID, r)
+		}
 	})
 }
 

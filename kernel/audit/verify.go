@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
@@ -61,8 +62,20 @@ type Report struct {
 	Seal *SealReport `json:"seal,omitempty"`
 	// Warnings: what could not be vouched for although nothing was found
 	// broken (an unsealed anchor, a seal that could not be checked, a log
-	// not anchored yet). `agentnode audit verify --strict` fails on them.
+	// not anchored yet, runs without an outcome). `agentnode audit verify
+	// --strict` fails on them.
 	Warnings []string `json:"warnings,omitempty"`
+	// Unfinished lists the runs that were allowed (a decision record with
+	// decision allow) but have no outcome record after it, oldest first:
+	// runs still going, or runs whose agentnode was killed or could not
+	// write the outcome. Each also makes one warning.
+	Unfinished []UnfinishedRun `json:"unfinished,omitempty"`
+}
+
+// UnfinishedRun is an allowed run with no outcome record.
+type UnfinishedRun struct {
+	Seq       uint64 `json:"seq"` // of its decision record
+	RequestID string `json:"request_id"`
 }
 
 // Verify checks the whole log in dir, oldest file first: every line a record
@@ -111,7 +124,21 @@ func verifyLocked(dir string, fullSchema bool, watch map[uint64]string) (*Report
 	if v.have {
 		r.LastSeq, r.LastHash = v.lastSeq, string(v.lastHash[:])
 	}
+	if r.OK {
+		v.unfinished()
+	}
 	return r, nil
+}
+
+// unfinished reports the allowed runs left without an outcome.
+func (v *verifier) unfinished() {
+	for id, seq := range v.running {
+		v.rep.Unfinished = append(v.rep.Unfinished, UnfinishedRun{Seq: seq, RequestID: id})
+	}
+	sort.Slice(v.rep.Unfinished, func(i, j int) bool { return v.rep.Unfinished[i].Seq < v.rep.Unfinished[j].Seq })
+	for _, u := range v.rep.Unfinished {
+		v.rep.Warnings = append(v.rep.Warnings, fmt.Sprintf("the run of request %s was allowed (decision seq %d) but has no outcome record: it is still running, or agentnode was killed or could not write the outcome", u.RequestID, u.Seq))
+	}
 }
 
 type verifier struct {
@@ -131,6 +158,10 @@ type verifier struct {
 	fileIdx int
 	lineNo  int
 	off     int64 // bytes of the current file consumed, through the current line
+
+	// running maps the request id of each allowed decision seen to its
+	// seq until the run's outcome record is seen.
+	running map[string]uint64
 }
 
 // file verifies one file; done means a problem was found.
@@ -230,7 +261,22 @@ func (v *verifier) check(line []byte) bool {
 		v.watch[li.seq] = string(li.hash)
 	}
 	v.rep.Records++
+	v.pair(li)
 	return true
+}
+
+// pair follows runs from their allowed decision to their outcome. An
+// outcome whose decision was rotated away is ignored.
+func (v *verifier) pair(li lineInfo) {
+	switch {
+	case string(li.event) == EventDecision && string(li.decision) == "allow":
+		if v.running == nil {
+			v.running = map[string]uint64{}
+		}
+		v.running[string(li.requestID)] = li.seq
+	case string(li.event) == EventOutcome:
+		delete(v.running, string(li.requestID))
+	}
 }
 
 func (v *verifier) fail(problem string, seq uint64, detail string) {
