@@ -132,13 +132,12 @@ func (a *fakeAgent) send(line string) map[string]any {
 	return rep
 }
 
+// wait waits for the session to end. A session that never ends is caught
+// by go test's -timeout, which dumps every goroutine, rather than by a
+// wall-clock bound here that a loaded machine could exceed.
 func (a *fakeAgent) wait() {
 	a.t.Helper()
-	select {
-	case <-a.done:
-	case <-time.After(10 * time.Second):
-		a.t.Fatal("the session did not end")
-	}
+	<-a.done
 }
 
 func records(t testing.TB, st *state, event string) []audit.Record {
