@@ -142,7 +142,7 @@ type Sandbox struct {
 	// means Python tools cannot run sandboxed.
 	PythonImage string `json:"python_image,omitempty"`
 	// PythonInstallerImage pins the image `agentnode install` resolves
-	// Python dependencies in (kernel/pydeps); "" when none was built.
+	// Python dependencies in (cmd/agentnode/pydeps); "" when none was built.
 	PythonInstallerImage string `json:"python_installer_image,omitempty"`
 	Limits               Limits `json:"limits"`
 }
