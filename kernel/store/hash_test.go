@@ -3,7 +3,6 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,41 +10,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agentnode/agentnode/kernel/manifest"
 )
 
-func manifestYAML(id, version string) string {
-	return fmt.Sprintf(`manifest_version: "0.2"
-package_id: %s
-package_type: toolpack
-name: Test Pack
-publisher: tester
-version: %s
-summary: A package for tests.
-runtime: exec
-capabilities:
-  tools:
-    - name: echo
-      description: Echo.
-      entrypoint: bin/echo
-      input_schema: {type: object}
-permissions:
-  network: {level: none}
-  filesystem: {level: none}
-  code_execution: {level: none}
-`, id, version)
-}
-
-// makePkg writes a package source directory and returns it.
-func makePkg(t *testing.T, id, version string) string {
+// makeTree writes a package-like tree (the hash does not read the
+// manifest, so it has none): an executable, a data file, an empty
+// directory and a symlink inside the tree.
+func makeTree(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	mustWrite(t, filepath.Join(dir, manifest.FileName), manifestYAML(id, version), 0o644)
 	mustMkdir(t, filepath.Join(dir, "bin"))
 	mustWrite(t, filepath.Join(dir, "bin", "echo"), "#!/bin/sh\ncat\n", 0o755)
 	mustMkdir(t, filepath.Join(dir, "data", "empty"))
-	mustWrite(t, filepath.Join(dir, "data", "words.txt"), "hello "+version+"\n", 0o640)
+	mustWrite(t, filepath.Join(dir, "data", "words.txt"), "hello 1.0.0\n", 0o640)
 	if err := os.Symlink("../bin/echo", filepath.Join(dir, "data", "echo-link")); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +96,7 @@ func mustHash(t *testing.T, dir string) string {
 }
 
 func TestContentHashStableAcrossCopies(t *testing.T) {
-	src := makePkg(t, "echo-pack", "1.0.0")
+	src := makeTree(t)
 	h1 := mustHash(t, src)
 	cp := copyDir(t, src)
 	time.Sleep(10 * time.Millisecond)
@@ -169,10 +145,10 @@ func TestContentHashChanges(t *testing.T) {
 			mustWrite(t, l, "#!/bin/sh\ncat\n", 0o755)
 		},
 	}
-	base := mustHash(t, makePkg(t, "echo-pack", "1.0.0"))
+	base := mustHash(t, makeTree(t))
 	for name, change := range cases {
 		t.Run(name, func(t *testing.T) {
-			dir := makePkg(t, "echo-pack", "1.0.0")
+			dir := makeTree(t)
 			if h := mustHash(t, dir); h != base {
 				t.Fatalf("fresh tree hash %s != %s", h, base)
 			}
