@@ -14,10 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
+	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
-	"github.com/agentnode/agentnode/kernel/pydeps"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/termsafe"
@@ -80,7 +81,7 @@ func newInstallCmd() *cobra.Command {
 				return fail(cmd, jsonOut, usageError("%s: %w", src, errors.Unwrap(err)))
 			}
 			if pin != "" {
-				if _, err := store.ParsePin(pin); err != nil {
+				if _, err := pkginstall.ParsePin(pin); err != nil {
 					return fail(cmd, jsonOut, usageError("--sha256: %w", err))
 				}
 			}
@@ -122,8 +123,8 @@ func newInstallCmd() *cobra.Command {
 			// The lockfile entry is written while the previous install is
 			// still kept aside: if it cannot be, the install is undone
 			// (store and lockfile change together or not at all).
-			p, err := store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir))).InstallFrom(src,
-				store.InstallOptions{Attestations: atts, SHA256: pin, Deps: deps,
+			p, err := pkginstall.New(store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir)))).InstallFrom(src,
+				pkginstall.InstallOptions{Attestations: atts, SHA256: pin, Deps: deps,
 					Commit: func(p *store.Package) error { return lockfileInstall(lk, p) }})
 			if err != nil {
 				if badPackage(err) {
@@ -160,8 +161,8 @@ func newInstallCmd() *cobra.Command {
 // (symlinks out of the package, special files), so both exit 2.
 func badPackage(err error) bool {
 	var me *manifest.Error
-	return errors.As(err, &me) || errors.Is(err, store.ErrBadArchive) || errors.Is(err, store.ErrTooLarge) ||
-		errors.Is(err, store.ErrPinMismatch) || errors.Is(err, store.ErrBadPin) ||
+	return errors.As(err, &me) || errors.Is(err, pkginstall.ErrBadArchive) || errors.Is(err, pkginstall.ErrTooLarge) ||
+		errors.Is(err, pkginstall.ErrPinMismatch) || errors.Is(err, pkginstall.ErrBadPin) ||
 		errors.Is(err, store.ErrLinkEscape) || errors.Is(err, store.ErrSpecialFile) ||
 		errors.Is(err, pydeps.ErrDependencies)
 }
@@ -225,7 +226,7 @@ func newRemoveCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			if err := store.Open(home.PackagesDir(dir)).Remove(id); err != nil {
+			if err := pkginstall.Open(home.PackagesDir(dir)).Remove(id); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			if err := lockfileRemove(lk, id); err != nil {

@@ -244,7 +244,7 @@ func lockfileUpdater() (*lock.Updater, error) {
 }
 
 // lockfileInstall adds or replaces p's entry; install calls it before it
-// keeps the package (store.InstallOptions.Commit), so a failure leaves
+// keeps the package (pkginstall.InstallOptions.Commit), so a failure leaves
 // nothing installed. Install claims nothing about trust: trust_level is
 // left out (trust is decided at run time by the trust plugin; a
 // trust_level in the lockfile can only lower it).

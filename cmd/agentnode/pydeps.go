@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -18,7 +19,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
-	"github.com/agentnode/agentnode/kernel/pydeps"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
@@ -35,7 +35,7 @@ type depsSource struct {
 // depsInstaller is the store's InstallOptions.Deps for `agentnode install`:
 // a `runtime: python` package whose pyproject.toml declares dependencies
 // gets them installed from src by pip in the configured sandbox backend,
-// with the image sandbox.python_installer_image (kernel/pydeps). From an
+// with the image sandbox.python_installer_image (cmd/agentnode/pydeps). From an
 // index, a sealed egress proxy allowing the index's host on port 443 alone
 // is started for the install (dispatch.StartEgress: the MCP servers'
 // plugin, checks and audit records) and stopped after it; a teardown it

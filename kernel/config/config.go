@@ -22,30 +22,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/agentnode/agentnode/sdk/trust"
 )
-
-// Trust levels, lowest first (TrustLevels is in rank order).
-const (
-	TrustUnknown    = "unknown"
-	TrustUnverified = "unverified"
-	TrustVerified   = "verified"
-	TrustTrusted    = "trusted"
-	TrustCurated    = "curated"
-)
-
-// TrustLevels lists the trust levels from lowest to highest.
-var TrustLevels = []string{TrustUnknown, TrustUnverified, TrustVerified, TrustTrusted, TrustCurated}
-
-// TrustRank returns the position of level in TrustLevels, or -1 for a value
-// that is not a trust level (callers treat that as below unknown).
-func TrustRank(level string) int {
-	for i, l := range TrustLevels {
-		if l == level {
-			return i
-		}
-	}
-	return -1
-}
 
 // Values of sandbox.host_trust_policy.
 const (
@@ -142,7 +121,7 @@ type Sandbox struct {
 	// means Python tools cannot run sandboxed.
 	PythonImage string `json:"python_image,omitempty"`
 	// PythonInstallerImage pins the image `agentnode install` resolves
-	// Python dependencies in (kernel/pydeps); "" when none was built.
+	// Python dependencies in (cmd/agentnode/pydeps); "" when none was built.
 	PythonInstallerImage string `json:"python_installer_image,omitempty"`
 	Limits               Limits `json:"limits"`
 }
@@ -313,7 +292,7 @@ type Provider struct {
 func Defaults() *Config {
 	return &Config{
 		Trust: Trust{
-			MinimumTrustLevel: TrustVerified,
+			MinimumTrustLevel: trust.LevelVerified,
 			Keys:              []TrustKey{},
 			Plugin:            "attest",
 		},

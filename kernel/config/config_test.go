@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/trust"
 )
 
 // setUp runs Setup in a fresh directory and returns the config path.
@@ -149,7 +150,7 @@ func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 	if _, ok := d.Guard.Decision("bogus"); ok {
 		t.Error("Decision accepted an unknown action")
 	}
-	if d.Sandbox.Image != PlaceholderImage || d.Sandbox.HostTrustPolicy != HostCuratedOnly || d.Trust.MinimumTrustLevel != TrustVerified ||
+	if d.Sandbox.Image != PlaceholderImage || d.Sandbox.HostTrustPolicy != HostCuratedOnly || d.Trust.MinimumTrustLevel != trust.LevelVerified ||
 		d.Sandbox.HostConfinement != HostConfinementRequired {
 		t.Errorf("insecure defaults: %+v", d)
 	}
@@ -473,7 +474,7 @@ func TestSetGetRoundTrip(t *testing.T) {
 	if c.Guard.ToolOverrides["acme-pack/search"].Decision != Allow || c.Guard.ToolOverrides["acme-pack/v1.delete"].Decision != Deny {
 		t.Errorf("tool_overrides = %v", c.Guard.ToolOverrides)
 	}
-	if c.Trust.MinimumTrustLevel != TrustCurated || c.Sandbox.Limits.Pids != 64 || c.Guard.RateLimits["acme-pack"].Burst != 3 {
+	if c.Trust.MinimumTrustLevel != trust.LevelCurated || c.Sandbox.Limits.Pids != 64 || c.Guard.RateLimits["acme-pack"].Burst != 3 {
 		t.Errorf("config = %+v", c)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
@@ -727,14 +728,6 @@ func TestParseSize(t *testing.T) {
 	}
 	if n, err := Defaults().Sandbox.Limits.MemoryBytes(); err != nil || n != 512<<20 {
 		t.Errorf("MemoryBytes = %d, %v", n, err)
-	}
-}
-
-func TestTrustRank(t *testing.T) {
-	if !(TrustRank("curated") > TrustRank("trusted") && TrustRank("trusted") > TrustRank("verified") &&
-		TrustRank("verified") > TrustRank("unverified") && TrustRank("unverified") > TrustRank("unknown") &&
-		TrustRank("unknown") > TrustRank("bogus")) {
-		t.Error("trust ranks out of order")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/trust"
 )
 
 // sdkConfig is a config.json in the shape the AgentNode SDK's
@@ -93,7 +94,7 @@ func TestSDKConfigLoads(t *testing.T) {
 		!reflect.DeepEqual(c.LLM, d.LLM) || c.Guard.Strict || !reflect.DeepEqual(c.Guard.Inspectors, d.Guard.Inspectors) {
 		t.Errorf("missing sections did not take the defaults: %+v", c)
 	}
-	if c.AgentSandbox.Enabled || c.Trust.MinimumTrustLevel != TrustVerified || c.Guard.Delete != Prompt || c.Guard.Read != Allow {
+	if c.AgentSandbox.Enabled || c.Trust.MinimumTrustLevel != trust.LevelVerified || c.Guard.Delete != Prompt || c.Guard.Read != Allow {
 		t.Errorf("shared keys misread: %+v", c)
 	}
 	if c.Version == nil || *c.Version != "1" || c.Permissions == nil || *c.Permissions.CodeExecution != "sandboxed" ||
@@ -105,7 +106,7 @@ func TestSDKConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("older SDK config: %v", err)
 	}
-	if old.Trust.MinimumTrustLevel != TrustTrusted || old.Trust.AllowUnverified == nil || *old.Trust.AllowUnverified ||
+	if old.Trust.MinimumTrustLevel != trust.LevelTrusted || old.Trust.AllowUnverified == nil || *old.Trust.AllowUnverified ||
 		old.Guard.Unknown != Prompt || old.AgentSandbox.Enabled {
 		t.Errorf("older SDK config misread: %+v", old)
 	}

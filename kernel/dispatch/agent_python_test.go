@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
-	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/python"
 )
 
@@ -35,7 +35,7 @@ func installToolpack(t *testing.T, st *state, id string, tools ...string) {
 	if err := os.WriteFile(filepath.Join(src, "bin", "tool"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(home.PackagesDir(st.k.HomeDir)).Install(src, nil); err != nil {
+	if _, err := pkginstall.Open(home.PackagesDir(st.k.HomeDir)).Install(src, nil); err != nil {
 		t.Fatal(err)
 	}
 }

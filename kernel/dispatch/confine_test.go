@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/confine"
@@ -15,7 +16,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
@@ -61,7 +61,7 @@ func confineHome(t *testing.T, mode string) *Kernel {
 	if err := os.WriteFile(filepath.Join(src, "bin", "hello"), []byte(tool), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(home.PackagesDir(k.HomeDir)).Install(src, nil); err != nil {
+	if _, err := pkginstall.Open(home.PackagesDir(k.HomeDir)).Install(src, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("AGENTNODE_LOCKFILE", filepath.Join(t.TempDir(), "agentnode.lock"))

@@ -156,7 +156,7 @@ func (e *EgressProxy) Stop() error { return e.p.stop() }
 
 // StartEgress starts a sealed egress proxy for one sandbox outside a tool
 // run — `agentnode install` resolving Python dependencies from an index
-// (kernel/pydeps) — with the same plugin, checks and audit as an MCP
+// (cmd/agentnode/pydeps) — with the same plugin, checks and audit as an MCP
 // server's (specs/egress.md): one plugin process of its own, every event an
 // "egress" or "egress_closed" audit record written before it is
 // acknowledged, every allow checked against Domains.

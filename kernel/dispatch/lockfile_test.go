@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -61,7 +62,7 @@ func lockHome(t *testing.T, strict bool) (*Kernel, *store.Package, string) {
 	if err := os.WriteFile(filepath.Join(src, "bin", "echo"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := store.Open(home.PackagesDir(k.HomeDir)).Install(src, nil)
+	p, err := pkginstall.Open(home.PackagesDir(k.HomeDir)).Install(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -100,7 +101,7 @@ func mcpHome(t *testing.T, m string) (*Kernel, *store.Package) {
 	if err := os.WriteFile(filepath.Join(src, "bin", "server"), data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := store.Open(home.PackagesDir(k.HomeDir)).Install(src, nil)
+	p, err := pkginstall.Open(home.PackagesDir(k.HomeDir)).Install(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

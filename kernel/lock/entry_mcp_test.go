@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 )
 
 const mcpManifest = `manifest_version: "0.2"
@@ -43,7 +43,7 @@ func TestEntryForMCPServer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "bin", "server"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := store.Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
+	p, err := pkginstall.Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

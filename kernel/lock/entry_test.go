@@ -22,6 +22,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/store"
@@ -65,7 +66,7 @@ func installDemo(t *testing.T) *store.Package {
 	if err := os.WriteFile(filepath.Join(src, "bin", "echo"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := store.Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
+	p, err := pkginstall.Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

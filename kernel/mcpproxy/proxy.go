@@ -15,7 +15,7 @@
 // server.
 //
 // Used by kernel/dispatch for `agentnode run` (one call per server
-// session) and, through it, by kernel/mcpserve (a session kept alive per
+// session) and, through it, by cmd/agentnode/mcpserve (a session kept alive per
 // package across calls). NewServer turns a Proxy into an MCP server, for
 // callers that want the guarded server itself on a transport.
 package mcpproxy
@@ -153,7 +153,7 @@ func (p *Proxy) Call(ctx context.Context, tool string, args json.RawMessage) (*m
 }
 
 // Refusal is the MCP form of a refused or failed Call: a tool error
-// "deny <code>: <reason>" (the form kernel/mcpserve uses too).
+// "deny <code>: <reason>" (the form cmd/agentnode/mcpserve uses too).
 func Refusal(err error) *mcp.CallToolResult {
 	code := string(reason.CodeOf(err))
 	if code == "" {

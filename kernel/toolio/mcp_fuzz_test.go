@@ -26,7 +26,7 @@ func FuzzMessage(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + strings.Repeat(`{"a":`, 900) + `1` + strings.Repeat(`}`, 901)))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > MaxInput+64<<10 { // kernel/mcpserve.MaxFrame
+		if len(data) > MaxInput+64<<10 { // cmd/agentnode/mcpserve.MaxFrame
 
 			return
 		}

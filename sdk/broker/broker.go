@@ -180,7 +180,7 @@ type GRPCPlugin struct {
 
 // GRPCServer registers the Broker service.
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterBrokerServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindBroker, p.Info)})
+	pb.RegisterBrokerServer(s, &server{InfoService: plugin.NewInfoService(plugin.KindBroker, p.Info), impl: p.Impl})
 	return nil
 }
 
@@ -195,12 +195,14 @@ func Serve(info plugin.Info, impl Broker) {
 }
 
 type server struct {
-	pb.UnimplementedBrokerServer
+	plugin.InfoService
+	unimplemented
 	impl Broker
-	info *pb.Info
 }
 
-func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+// unimplemented keeps the generated defaults one level below
+// plugin.InfoService, whose Info answers.
+type unimplemented struct{ pb.UnimplementedBrokerServer }
 
 func (s *server) Chat(ctx context.Context, r *pb.ChatRequest) (*pb.ChatResponse, error) {
 	req := &ChatRequest{
@@ -229,20 +231,18 @@ func (s *server) Chat(ctx context.Context, r *pb.ChatRequest) (*pb.ChatResponse,
 }
 
 // Client is the host side of a broker plugin. It implements Broker.
-type Client struct{ c pb.BrokerClient }
+type Client struct {
+	plugin.InfoClient // Info asks the plugin to describe itself.
+	c                 pb.BrokerClient
+}
 
 var _ Broker = (*Client)(nil)
 
 // NewClient wraps a gRPC connection to a Broker service.
-func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewBrokerClient(cc)} }
+func NewClient(cc grpc.ClientConnInterface) *Client { return newClient(pb.NewBrokerClient(cc)) }
 
-// Info asks the plugin to describe itself.
-func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
-	i, err := c.c.Info(ctx, &pb.InfoRequest{})
-	if err != nil {
-		return plugin.Info{}, fmt.Errorf("broker plugin: info: %w", err)
-	}
-	return plugin.InfoFromProto(i), nil
+func newClient(c pb.BrokerClient) *Client {
+	return &Client{InfoClient: plugin.NewInfoClient(plugin.KindBroker, c), c: c}
 }
 
 // Chat calls the plugin. A reply without a message, or one longer than

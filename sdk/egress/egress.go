@@ -121,7 +121,7 @@ type GRPCPlugin struct {
 
 // GRPCServer registers the EgressProxy service.
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterEgressProxyServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindEgress, p.Info)})
+	pb.RegisterEgressProxyServer(s, &server{InfoService: plugin.NewInfoService(plugin.KindEgress, p.Info), impl: p.Impl})
 	return nil
 }
 
@@ -136,12 +136,16 @@ func Serve(info plugin.Info, impl Proxy) {
 }
 
 type server struct {
-	pb.UnimplementedEgressProxyServer
+	plugin.InfoService
+	unimplemented
 	impl Proxy
-	info *pb.Info
 }
 
-func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+// unimplemented keeps the generated defaults one level below
+// plugin.InfoService, whose Info answers.
+type unimplemented struct {
+	pb.UnimplementedEgressProxyServer
+}
 
 // Session runs one proxy for the stream's lifetime.
 func (s *server) Session(stream grpc.BidiStreamingServer[pb.EgressFromHost, pb.EgressToHost]) error {
@@ -311,20 +315,18 @@ func eventFromProto(m *pb.EgressEvent) (Event, error) {
 }
 
 // Client is the host side of an egress proxy plugin.
-type Client struct{ c pb.EgressProxyClient }
+type Client struct {
+	plugin.InfoClient // Info asks the plugin to describe itself.
+	c                 pb.EgressProxyClient
+}
 
 // NewClient wraps a gRPC connection to an EgressProxy service.
 func NewClient(cc grpc.ClientConnInterface) *Client {
-	return &Client{c: pb.NewEgressProxyClient(cc)}
+	return newClient(pb.NewEgressProxyClient(cc))
 }
 
-// Info asks the plugin to describe itself.
-func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
-	i, err := c.c.Info(ctx, &pb.InfoRequest{})
-	if err != nil {
-		return plugin.Info{}, fmt.Errorf("egress plugin: info: %w", err)
-	}
-	return plugin.InfoFromProto(i), nil
+func newClient(c pb.EgressProxyClient) *Client {
+	return &Client{InfoClient: plugin.NewInfoClient(plugin.KindEgress, c), c: c}
 }
 
 // Session is the host side of one running proxy.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/egress"
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/plugin/plugintest"
 )
 
 // fakeProxy is an egress.Proxy that reports the events it is told to and
@@ -74,15 +75,7 @@ func connect(t *testing.T, impl egress.Proxy) *egress.Client {
 // connectConn is connect that also returns the connection, to break it.
 func connectConn(t *testing.T, impl egress.Proxy) (*egress.Client, *goplugin.GRPCClient) {
 	t.Helper()
-	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		plugin.KindEgress: &egress.GRPCPlugin{Impl: impl, Info: plugin.Info{Name: "fake", Version: "1"}},
-	})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(plugin.KindEgress)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw.(*egress.Client), client
+	return plugintest.Connect[*egress.Client](t, plugin.KindEgress, &egress.GRPCPlugin{Impl: impl, Info: plugin.Info{Name: "fake", Version: "1"}})
 }
 
 // Events cross to the host in order, each waits for the host's answer, a

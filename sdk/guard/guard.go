@@ -172,7 +172,7 @@ type GRPCPlugin struct {
 
 // GRPCServer registers the Guard service.
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterGuardServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindGuard, p.Info)})
+	pb.RegisterGuardServer(s, &server{InfoService: plugin.NewInfoService(plugin.KindGuard, p.Info), impl: p.Impl})
 	return nil
 }
 
@@ -260,12 +260,14 @@ func requestFromProto(r *pb.InspectRequest) *InspectRequest {
 }
 
 type server struct {
-	pb.UnimplementedGuardServer
+	plugin.InfoService
+	unimplemented
 	impl Inspector
-	info *pb.Info
 }
 
-func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+// unimplemented keeps the generated defaults one level below
+// plugin.InfoService, whose Info answers.
+type unimplemented struct{ pb.UnimplementedGuardServer }
 
 func (s *server) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.InspectResponse, error) {
 	resp, err := s.impl.Inspect(ctx, requestFromProto(r))
@@ -284,20 +286,18 @@ func (s *server) Inspect(ctx context.Context, r *pb.InspectRequest) (*pb.Inspect
 
 // Client is the host side of a Guard inspector plugin. It implements
 // Inspector.
-type Client struct{ c pb.GuardClient }
+type Client struct {
+	plugin.InfoClient // Info asks the plugin to describe itself.
+	c                 pb.GuardClient
+}
 
 var _ Inspector = (*Client)(nil)
 
 // NewClient wraps a gRPC connection to a Guard service.
-func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewGuardClient(cc)} }
+func NewClient(cc grpc.ClientConnInterface) *Client { return newClient(pb.NewGuardClient(cc)) }
 
-// Info asks the plugin to describe itself.
-func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
-	i, err := c.c.Info(ctx, &pb.InfoRequest{})
-	if err != nil {
-		return plugin.Info{}, fmt.Errorf("guard plugin: info: %w", err)
-	}
-	return plugin.InfoFromProto(i), nil
+func newClient(c pb.GuardClient) *Client {
+	return &Client{InfoClient: plugin.NewInfoClient(plugin.KindGuard, c), c: c}
 }
 
 // Inspect calls the plugin. A missing (VERDICT_UNSPECIFIED) or unknown verdict

@@ -156,7 +156,7 @@ type GRPCPlugin struct {
 
 // GRPCServer registers the Sandbox service.
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterSandboxServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindSandbox, p.Info)})
+	pb.RegisterSandboxServer(s, &server{InfoService: plugin.NewInfoService(plugin.KindSandbox, p.Info), impl: p.Impl})
 	return nil
 }
 
@@ -241,12 +241,14 @@ var errStopped = errors.New("sandbox: the host stopped reading output")
 var errProtocol = errors.New("sandbox: stream protocol violation")
 
 type server struct {
-	pb.UnimplementedSandboxServer
+	plugin.InfoService
+	unimplemented
 	impl Backend
-	info *pb.Info
 }
 
-func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+// unimplemented keeps the generated defaults one level below
+// plugin.InfoService, whose Info answers.
+type unimplemented struct{ pb.UnimplementedSandboxServer }
 
 func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*pb.AvailabilityResponse, error) {
 	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), Rootfs: r.GetRootfs()})
@@ -446,20 +448,18 @@ func (w outWriter) Write(p []byte) (int, error) {
 var ErrProtocol = errors.New("sandbox plugin broke the run protocol")
 
 // Client is the host side of a sandbox backend plugin. It implements Backend.
-type Client struct{ c pb.SandboxClient }
+type Client struct {
+	plugin.InfoClient // Info asks the plugin to describe itself.
+	c                 pb.SandboxClient
+}
 
 var _ Backend = (*Client)(nil)
 
 // NewClient wraps a gRPC connection to a Sandbox service.
-func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewSandboxClient(cc)} }
+func NewClient(cc grpc.ClientConnInterface) *Client { return newClient(pb.NewSandboxClient(cc)) }
 
-// Info asks the plugin to describe itself.
-func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
-	i, err := c.c.Info(ctx, &pb.InfoRequest{})
-	if err != nil {
-		return plugin.Info{}, fmt.Errorf("sandbox plugin: info: %w", err)
-	}
-	return plugin.InfoFromProto(i), nil
+func newClient(c pb.SandboxClient) *Client {
+	return &Client{InfoClient: plugin.NewInfoClient(plugin.KindSandbox, c), c: c}
 }
 
 // Availability asks the backend whether it can run req.Image now. An

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/plugin/plugintest"
 	pb "github.com/agentnode/agentnode/sdk/proto/agentnodev1"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
@@ -526,10 +526,7 @@ func TestInfo(t *testing.T) {
 // language would, to check the wire protocol itself.
 func rawStream(t *testing.T, impl sandbox.Backend) pb.Sandbox_RunClient {
 	t.Helper()
-	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		plugin.KindSandbox: &sandbox.GRPCPlugin{Impl: impl, Info: info},
-	})
-	t.Cleanup(func() { _ = client.Close() })
+	_, client := plugintest.Connect[*sandbox.Client](t, plugin.KindSandbox, &sandbox.GRPCPlugin{Impl: impl, Info: info})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	stream, err := pb.NewSandboxClient(client.Conn).Run(ctx)

@@ -77,13 +77,13 @@ type GRPCPlugin struct {
 
 // GRPCServer registers the Trust service.
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterTrustServer(s, &server{impl: p.Impl, info: plugin.InfoToProto(plugin.KindTrust, p.Info)})
+	pb.RegisterTrustServer(s, &server{InfoService: plugin.NewInfoService(plugin.KindTrust, p.Info), impl: p.Impl})
 	return nil
 }
 
 // GRPCClient returns a *Client.
 func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &Client{c: pb.NewTrustClient(c)}, nil
+	return newClient(pb.NewTrustClient(c)), nil
 }
 
 // Serve runs impl as a trust plugin process. See plugin.Serve.
@@ -92,12 +92,14 @@ func Serve(info plugin.Info, impl Evaluator) {
 }
 
 type server struct {
-	pb.UnimplementedTrustServer
+	plugin.InfoService
+	unimplemented
 	impl Evaluator
-	info *pb.Info
 }
 
-func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
+// unimplemented keeps the generated defaults one level below
+// plugin.InfoService, whose Info answers.
+type unimplemented struct{ pb.UnimplementedTrustServer }
 
 func (s *server) Evaluate(ctx context.Context, r *pb.EvaluateRequest) (*pb.EvaluateResponse, error) {
 	req := &EvaluateRequest{
@@ -118,18 +120,16 @@ func (s *server) Evaluate(ctx context.Context, r *pb.EvaluateRequest) (*pb.Evalu
 }
 
 // Client is the host side of a trust plugin.
-type Client struct{ c pb.TrustClient }
+type Client struct {
+	plugin.InfoClient // Info asks the plugin to describe itself.
+	c                 pb.TrustClient
+}
 
 // NewClient wraps a gRPC connection to a Trust service.
-func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewTrustClient(cc)} }
+func NewClient(cc grpc.ClientConnInterface) *Client { return newClient(pb.NewTrustClient(cc)) }
 
-// Info asks the plugin to describe itself.
-func (c *Client) Info(ctx context.Context) (plugin.Info, error) {
-	i, err := c.c.Info(ctx, &pb.InfoRequest{})
-	if err != nil {
-		return plugin.Info{}, err
-	}
-	return plugin.InfoFromProto(i), nil
+func newClient(c pb.TrustClient) *Client {
+	return &Client{InfoClient: plugin.NewInfoClient(plugin.KindTrust, c), c: c}
 }
 
 // Evaluate calls the plugin. A level outside Levels is an error.

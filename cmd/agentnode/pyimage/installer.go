@@ -1,13 +1,13 @@
 package pyimage
 
 import (
+	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/kernel/pydeps"
 )
 
 // InstallerName is the repository name of the Python installer image, in
 // which `agentnode install` resolves a package's dependencies
-// (kernel/pydeps): the Python image's content plus Debian's pip.
+// (cmd/agentnode/pydeps): the Python image's content plus Debian's pip.
 const InstallerName = "agentnode/python-installer"
 
 // InstallerRoots are DefaultRoots and python3-pip, with what it depends on

@@ -36,31 +36,18 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
-	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/guard/schemacheck"
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/plugin/plugintest"
 )
 
 // Connect serves impl over in-memory gRPC and returns the host-side client.
 // The connection and the server are closed when the test ends.
 func Connect(t testing.TB, info plugin.Info, impl guard.Inspector) *guard.Client {
 	t.Helper()
-	// Closing the client also stops the server (go-plugin's controller
-	// Shutdown).
-	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		plugin.KindGuard: &guard.GRPCPlugin{Impl: impl, Info: info},
-	})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(plugin.KindGuard)
-	if err != nil {
-		t.Fatalf("guardtest: dispense: %v", err)
-	}
-	c, ok := raw.(*guard.Client)
-	if !ok {
-		t.Fatalf("guardtest: dispensed %T, want *guard.Client", raw)
-	}
+	c, _ := plugintest.Connect[*guard.Client](t, plugin.KindGuard, &guard.GRPCPlugin{Impl: impl, Info: info})
 	return c
 }
 

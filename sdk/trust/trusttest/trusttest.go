@@ -6,9 +6,8 @@ package trusttest
 import (
 	"testing"
 
-	goplugin "github.com/hashicorp/go-plugin"
-
 	"github.com/agentnode/agentnode/sdk/plugin"
+	"github.com/agentnode/agentnode/sdk/plugin/plugintest"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
 
@@ -16,13 +15,6 @@ import (
 // The connection is closed when the test ends.
 func Connect(t testing.TB, info plugin.Info, impl trust.Evaluator) *trust.Client {
 	t.Helper()
-	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		plugin.KindTrust: &trust.GRPCPlugin{Impl: impl, Info: info},
-	})
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(plugin.KindTrust)
-	if err != nil {
-		t.Fatalf("trusttest: dispense: %v", err)
-	}
-	return raw.(*trust.Client)
+	c, _ := plugintest.Connect[*trust.Client](t, plugin.KindTrust, &trust.GRPCPlugin{Impl: impl, Info: info})
+	return c
 }

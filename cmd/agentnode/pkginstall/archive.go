@@ -1,4 +1,4 @@
-package store
+package pkginstall
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
 )
 
@@ -36,7 +37,7 @@ const (
 	MaxStreamBytes = MaxUnpackedBytes + MaxEntries*4096
 )
 
-// Limits are the caps an install enforces. Store uses DefaultLimits.
+// Limits are the caps an install enforces. Installer uses DefaultLimits.
 type Limits struct {
 	ArchiveBytes  int64
 	StreamBytes   int64
@@ -63,11 +64,12 @@ var (
 	// is empty, uses \ or goes through a symlink of the archive.
 	ErrUnsafePath = errors.New("unsafe entry name")
 	// ErrLinkEscape: a symlink whose target is absolute or leads out of
-	// the package.
-	ErrLinkEscape = errors.New("symlink leads out of the package")
+	// the package (store.ErrLinkEscape: the same refusal as the content
+	// hash's).
+	ErrLinkEscape = store.ErrLinkEscape
 	// ErrSpecialFile: a device, fifo or other entry that is not a
-	// directory, regular file or symlink.
-	ErrSpecialFile = errors.New("entry type not allowed")
+	// directory, regular file or symlink (store.ErrSpecialFile).
+	ErrSpecialFile = store.ErrSpecialFile
 	// ErrHardLink: hard links are refused (store the file itself).
 	ErrHardLink = errors.New("hard link not allowed")
 	// ErrDuplicate: the same name twice.
@@ -107,20 +109,6 @@ func (e *ArchiveError) Error() string {
 
 // Unwrap returns ErrBadArchive and the specific error.
 func (e *ArchiveError) Unwrap() []error { return []error{ErrBadArchive, e.Err} }
-
-// contentError is a package directory's content refused for the same
-// reason as an archive entry would be (ErrLinkEscape, ErrSpecialFile), so
-// that both are told apart from failures of the machine the same way. Its
-// text is err's.
-type contentError struct {
-	kind, err error
-}
-
-func (e *contentError) Error() string   { return e.err.Error() }
-func (e *contentError) Unwrap() []error { return []error{e.kind, e.err} }
-
-// refused marks err as a refusal of the package's content of kind.
-func refused(kind, err error) error { return &contentError{kind: kind, err: err} }
 
 // ParsePin parses a --sha256 value: 64 hex digits, optionally prefixed
 // "sha256:", any case. It returns the lower-case hex.
@@ -185,7 +173,7 @@ func unpackPackage(data []byte, archive, staging string, lim Limits) error {
 	if err := unpack(data, archive, dst, lim); err != nil {
 		return err
 	}
-	content := filepath.Join(staging, contentDir)
+	content := filepath.Join(staging, store.ContentDir)
 	root, err := packageRoot(dst)
 	if err != nil {
 		return &ArchiveError{Archive: archive, Err: err}
@@ -293,7 +281,7 @@ func unpack(data []byte, archive, dst string, lim Limits) error {
 	return nil
 }
 
-// archiveKinds maps kernel/tarsafe's refusals to the store's errors.
+// archiveKinds maps kernel/tarsafe's refusals to the installer's errors.
 var archiveKinds = map[error]error{
 	tarsafe.ErrUnsafePath:   ErrUnsafePath,
 	tarsafe.ErrLinkEscape:   ErrLinkEscape,

@@ -1,4 +1,4 @@
-package store
+package pkginstall
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/agentnode/agentnode/kernel/store"
 )
 
 // TestCommitFailureUndoesTheInstall: when Commit (the CLI's lockfile
@@ -14,17 +16,17 @@ import (
 // directory and for an archive alike.
 func TestCommitFailureUndoesTheInstall(t *testing.T) {
 	errLock := errors.New("lockfile not writable")
-	failing := func(p *Package) error {
+	failing := func(p *store.Package) error {
 		if _, err := os.Stat(filepath.Join(p.Dir, "agentnode.yaml")); err != nil {
 			t.Errorf("Commit called before the package is in place: %v", err)
 		}
 		return errLock
 	}
-	for _, kind := range []string{SourceDirectory, SourceArchive} {
+	for _, kind := range []string{store.SourceDirectory, store.SourceArchive} {
 		t.Run(kind, func(t *testing.T) {
 			s := newStore(t)
 			src := func(version string) string {
-				if kind == SourceDirectory {
+				if kind == store.SourceDirectory {
 					return makePkg(t, "echo-pack", version)
 				}
 				return writeFile(t, "pkg-"+version+".tgz", tgz(t, goodEntries("echo-pack", version)))
@@ -33,15 +35,15 @@ func TestCommitFailureUndoesTheInstall(t *testing.T) {
 			if !errors.Is(err, errLock) {
 				t.Fatalf("install = %v, want the commit's error", err)
 			}
-			if _, err := s.Get("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+			if _, err := s.Get("echo-pack"); !errors.Is(err, store.ErrNotInstalled) {
 				t.Fatalf("after a failed commit: Get = %v, want not installed", err)
 			}
 			if names := rootNames(t, s); len(names) != 0 {
 				t.Fatalf("store root holds %v", names)
 			}
 
-			var committed *Package
-			p1, err := s.InstallFrom(src("1.0.0"), InstallOptions{Commit: func(p *Package) error { committed = p; return nil }})
+			var committed *store.Package
+			p1, err := s.InstallFrom(src("1.0.0"), InstallOptions{Commit: func(p *store.Package) error { committed = p; return nil }})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package store
+package pkginstall
 
 import (
 	"archive/tar"

@@ -1,8 +1,6 @@
-package store
+package pkginstall
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
 )
 
 func manifestYAML(id, version string) string {
@@ -73,7 +72,7 @@ func mustMkdir(t *testing.T, name string) {
 	}
 }
 
-func newStore(t *testing.T) *Store {
+func newStore(t *testing.T) *Installer {
 	t.Helper()
 	s := Open(filepath.Join(t.TempDir(), "packages"))
 	t.Cleanup(func() { _ = removeTree(s.Root()) })
@@ -92,7 +91,7 @@ func writable(t *testing.T, dirs ...string) {
 }
 
 // rootNames lists the store root, without the lock file.
-func rootNames(t *testing.T, s *Store) []string {
+func rootNames(t *testing.T, s *Installer) []string {
 	t.Helper()
 	ents, err := os.ReadDir(s.Root())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -119,7 +118,7 @@ func TestInstallGetVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ContentHash(src)
+	want, err := store.ContentHash(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +269,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 					old := hashcache.Settle
 					hashcache.Settle = 0
 					t.Cleanup(func() { hashcache.Settle = old })
-					cache := hashcache.Open(filepath.Join(t.TempDir(), HashCacheFile))
+					cache := hashcache.Open(filepath.Join(t.TempDir(), store.HashCacheFile))
 					s.WithHashes(cache)
 					if err := s.Verify(p); err != nil {
 						t.Fatal(err)
@@ -302,7 +301,7 @@ func TestVerifyUsesTheDigestCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), HashCacheFile)
+	path := filepath.Join(t.TempDir(), store.HashCacheFile)
 	s.WithHashes(hashcache.Open(path))
 	if err := s.Verify(p); err != nil {
 		t.Fatal(err)
@@ -376,7 +375,7 @@ func TestFailedInstallLeavesNothing(t *testing.T) {
 			if names := rootNames(t, s); len(names) != 0 {
 				t.Fatalf("failed install left %v", names)
 			}
-			if _, err := s.Get("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+			if _, err := s.Get("echo-pack"); !errors.Is(err, store.ErrNotInstalled) {
 				t.Fatalf("Get after failed install = %v", err)
 			}
 		})
@@ -430,7 +429,7 @@ func TestReinstallReplaces(t *testing.T) {
 
 func TestRemove(t *testing.T) {
 	s := newStore(t)
-	if err := s.Remove("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+	if err := s.Remove("echo-pack"); !errors.Is(err, store.ErrNotInstalled) {
 		t.Fatalf("Remove from an empty store = %v", err)
 	}
 	if _, err := s.Install(makePkg(t, "echo-pack", "1.0.0"), nil); err != nil {
@@ -440,10 +439,10 @@ func TestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.Get("echo-pack")
-	if !errors.Is(err, ErrNotInstalled) || err.Error() != `package "echo-pack" is not installed` {
+	if !errors.Is(err, store.ErrNotInstalled) || err.Error() != `package "echo-pack" is not installed` {
 		t.Fatalf("Get after Remove = %v", err)
 	}
-	if err := s.Remove("echo-pack"); !errors.Is(err, ErrNotInstalled) {
+	if err := s.Remove("echo-pack"); !errors.Is(err, store.ErrNotInstalled) {
 		t.Fatalf("second Remove = %v", err)
 	}
 	if names := rootNames(t, s); len(names) != 0 {
@@ -454,7 +453,7 @@ func TestRemove(t *testing.T) {
 func TestInvalidIDs(t *testing.T) {
 	s := newStore(t)
 	for _, id := range []string{"", "..", "../x", "a/b", "AB", ".lock", ".staging-x"} {
-		if _, err := s.Get(id); err == nil || errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "invalid package id") {
+		if _, err := s.Get(id); err == nil || errors.Is(err, store.ErrNotInstalled) || !strings.Contains(err.Error(), "invalid package id") {
 			t.Errorf("Get(%q) = %v", id, err)
 		}
 		if err := s.Remove(id); err == nil || !strings.Contains(err.Error(), "invalid package id") {
@@ -485,7 +484,7 @@ func TestList(t *testing.T) {
 		t.Fatalf("List = %v", ids)
 	}
 	// A corrupt package is reported, the others still listed.
-	meta := filepath.Join(s.Root(), "mid-pack", metaFile)
+	meta := filepath.Join(s.Root(), "mid-pack", store.MetaFile)
 	writable(t, filepath.Join(s.Root(), "mid-pack"), meta)
 	mustWrite(t, meta, "{", 0o444)
 	ps, err = s.List()
@@ -529,180 +528,11 @@ func TestInstallRefusesOverlap(t *testing.T) {
 	}
 }
 
-// copyDir copies a tree with fresh mtimes and without the non-exec
-// permission bits, the way another checkout would look.
-func copyDir(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "copy")
-	if err := copyTree(src, dst, DefaultLimits); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
 func mustHash(t *testing.T, dir string) string {
 	t.Helper()
-	h, err := ContentHash(dir)
+	h, err := store.ContentHash(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
-}
-
-func TestContentHashStableAcrossCopies(t *testing.T) {
-	src := makePkg(t, "echo-pack", "1.0.0")
-	h1 := mustHash(t, src)
-	cp := copyDir(t, src)
-	time.Sleep(10 * time.Millisecond)
-	if err := os.Chtimes(filepath.Join(cp, "data", "words.txt"), time.Now(), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Join(cp, "data", "words.txt"), 0o600); err != nil { // no exec bit either way
-		t.Fatal(err)
-	}
-	if h2 := mustHash(t, cp); h1 != h2 || h1 != mustHash(t, src) {
-		t.Fatalf("hash differs across copies: %s vs %s", h1, h2)
-	}
-}
-
-func TestContentHashChanges(t *testing.T) {
-	cases := map[string]func(t *testing.T, dir string){
-		"content": func(t *testing.T, dir string) {
-			mustWrite(t, filepath.Join(dir, "data", "words.txt"), "hello 1.0.1\n", 0o640)
-		},
-		"file name": func(t *testing.T, dir string) {
-			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "data", "words.dat")); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"exec bit (group only)": func(t *testing.T, dir string) {
-			if err := os.Chmod(filepath.Join(dir, "data", "words.txt"), 0o650); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"empty dir": func(t *testing.T, dir string) { mustMkdir(t, filepath.Join(dir, "new")) },
-		"file moved to another dir": func(t *testing.T, dir string) {
-			if err := os.Rename(filepath.Join(dir, "data", "words.txt"), filepath.Join(dir, "bin", "words.txt")); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"symlink target": func(t *testing.T, dir string) {
-			l := filepath.Join(dir, "data", "echo-link")
-			_ = os.Remove(l)
-			if err := os.Symlink("./../bin/echo", l); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"symlink replaced by its file": func(t *testing.T, dir string) {
-			l := filepath.Join(dir, "data", "echo-link")
-			_ = os.Remove(l)
-			mustWrite(t, l, "#!/bin/sh\ncat\n", 0o755)
-		},
-	}
-	base := mustHash(t, makePkg(t, "echo-pack", "1.0.0"))
-	for name, change := range cases {
-		t.Run(name, func(t *testing.T) {
-			dir := makePkg(t, "echo-pack", "1.0.0")
-			if h := mustHash(t, dir); h != base {
-				t.Fatalf("fresh tree hash %s != %s", h, base)
-			}
-			change(t, dir)
-			if h := mustHash(t, dir); h == base {
-				t.Fatal("hash did not change")
-			}
-		})
-	}
-}
-
-// TestContentHashFormat pins the definition in specs/store.md by building
-// the hashed byte stream by hand.
-func TestContentHashFormat(t *testing.T) {
-	dir := t.TempDir()
-	mustMkdir(t, filepath.Join(dir, "a"))
-	mustWrite(t, filepath.Join(dir, "a", "run"), "x", 0o755)
-	mustWrite(t, filepath.Join(dir, "a-b"), "", 0o644)
-	if err := os.Symlink("a/run", filepath.Join(dir, "l")); err != nil {
-		t.Fatal(err)
-	}
-	sha := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
-	// Byte order of the full path: "a" < "a-b" < "a/run" < "l".
-	stream := "agentnode-content-v1\x00" +
-		"d\x00a\x00\x00" +
-		"f\x00a-b\x00-" + sha("") + "\x00" +
-		"f\x00a/run\x00x" + sha("x") + "\x00" +
-		"l\x00l\x00a/run\x00"
-	if got, want := mustHash(t, dir), "sha256:"+sha(stream); got != want {
-		t.Fatalf("ContentHash = %s, want %s", got, want)
-	}
-	empty := t.TempDir()
-	if got, want := mustHash(t, empty), "sha256:"+sha("agentnode-content-v1\x00"); got != want {
-		t.Fatalf("empty tree hash = %s, want %s", got, want)
-	}
-}
-
-func TestContentHashRefuses(t *testing.T) {
-	cases := map[string]struct {
-		setup func(t *testing.T, dir string)
-		want  string
-	}{
-		"fifo": {func(t *testing.T, dir string) {
-			if err := syscall.Mkfifo(filepath.Join(dir, "p"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}, "named pipe"},
-		"absolute symlink": {func(t *testing.T, dir string) {
-			if err := os.Symlink("/etc", filepath.Join(dir, "l")); err != nil {
-				t.Fatal(err)
-			}
-		}, "absolute"},
-		"relative escape": {func(t *testing.T, dir string) {
-			if err := os.Symlink("../outside", filepath.Join(dir, "l")); err != nil {
-				t.Fatal(err)
-			}
-		}, "outside"},
-		"escape through another symlink": {func(t *testing.T, dir string) {
-			mustMkdir(t, filepath.Join(dir, "sub", "deep"))
-			// x -> .. stays inside; x/../.. resolves to the parent of the tree.
-			if err := os.Symlink("..", filepath.Join(dir, "sub", "deep", "x")); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink("x/../..", filepath.Join(dir, "sub", "deep", "l")); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink("../../../../etc", filepath.Join(dir, "sub", "deep", "m")); err != nil {
-				t.Fatal(err)
-			}
-		}, "outside"},
-		"dangling": {func(t *testing.T, dir string) {
-			if err := os.Symlink("nothing", filepath.Join(dir, "l")); err != nil {
-				t.Fatal(err)
-			}
-		}, "points to nothing"},
-		"not a directory": {func(t *testing.T, dir string) {}, "not a directory"},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			c.setup(t, dir)
-			if name == "not a directory" {
-				dir = filepath.Join(dir, "f")
-				mustWrite(t, dir, "", 0o644)
-			}
-			if _, err := ContentHash(dir); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("ContentHash = %v, want an error containing %q", err, c.want)
-			}
-		})
-	}
-	// Symlinks that stay inside are fine, also through ".." and other links.
-	dir := t.TempDir()
-	mustMkdir(t, filepath.Join(dir, "sub", "deep"))
-	mustWrite(t, filepath.Join(dir, "top"), "", 0o644)
-	for link, target := range map[string]string{"sub/deep/up": "../../top", "sub/deep/dir": "..", "sub/deep/via": "dir/../top"} {
-		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := ContentHash(dir); err != nil {
-		t.Fatalf("inside symlinks refused: %v", err)
-	}
 }

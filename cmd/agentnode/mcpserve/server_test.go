@@ -13,11 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
-	"github.com/agentnode/agentnode/kernel/store"
 )
 
 // session starts a Server over in-memory transports with the real kernel
@@ -197,7 +197,7 @@ func TestServeFollowsStore(t *testing.T) {
 	if got := toolNames(t, cs); len(got) != 1 || got[0] != "late-pack__hello" {
 		t.Fatalf("after install: %v", got)
 	}
-	if err := store.Open(home.PackagesDir(h)).Remove("late-pack"); err != nil {
+	if err := pkginstall.Open(home.PackagesDir(h)).Remove("late-pack"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "list_changed after remove", func() bool { return changed.Load() >= 2 })

@@ -1,4 +1,4 @@
-package store
+package pkginstall
 
 import (
 	"archive/tar"
@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/store"
 )
 
 // ent is one tar entry to write: the header as given (Size is filled in
@@ -109,7 +110,7 @@ func writeFile(t *testing.T, name string, data []byte) string {
 
 // archiveStore is a store at <base>/packages; base is where the canaries
 // of escaping entries would land.
-func archiveStore(t *testing.T) (*Store, string) {
+func archiveStore(t *testing.T) (*Installer, string) {
 	t.Helper()
 	base := t.TempDir()
 	s := Open(filepath.Join(base, "packages"))
@@ -120,7 +121,7 @@ func archiveStore(t *testing.T) (*Store, string) {
 // assertNothingInstalled checks that the store holds no package and no
 // leftover (only its lock file, or nothing at all), and that base holds
 // nothing but the store.
-func assertNothingInstalled(t *testing.T, s *Store, base string) {
+func assertNothingInstalled(t *testing.T, s *Installer, base string) {
 	t.Helper()
 	ents, err := os.ReadDir(s.Root())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -203,14 +204,14 @@ func TestArchiveInstallsLikeDirectory(t *testing.T) {
 			if err := s.Verify(p); err != nil {
 				t.Fatal(err)
 			}
-			if p.Source != SourceArchive || p.ArchiveSHA256 == "" {
+			if p.Source != store.SourceArchive || p.ArchiveSHA256 == "" {
 				t.Fatalf("source %q sha %q", p.Source, p.ArchiveSHA256)
 			}
 			d, err := Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.ArtifactHash != p.ArtifactHash || d.Source != SourceDirectory {
+			if d.ArtifactHash != p.ArtifactHash || d.Source != store.SourceDirectory {
 				t.Fatalf("directory install %s (%s) != archive install %s", d.ArtifactHash, d.Source, p.ArtifactHash)
 			}
 		})
@@ -595,7 +596,7 @@ func TestArchiveInterruptedInstall(t *testing.T) {
 	var seen string
 	s.afterFill = func(staging string) error {
 		seen = staging
-		if _, err := os.Stat(filepath.Join(staging, contentDir, manifest.FileName)); err != nil {
+		if _, err := os.Stat(filepath.Join(staging, store.ContentDir, manifest.FileName)); err != nil {
 			t.Errorf("hook ran before the archive was unpacked: %v", err)
 		}
 		return errors.New("injected: no space left on device")

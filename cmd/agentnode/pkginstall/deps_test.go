@@ -1,4 +1,4 @@
-package store
+package pkginstall
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
 )
 
 // fakeDeps is an InstallOptions.Deps that writes a small dependency tree,
@@ -18,7 +19,7 @@ func fakeDeps(t *testing.T) func(string, *manifest.Manifest) ([]string, error) {
 		if m == nil || m.PackageID == "" {
 			t.Error("Deps got no manifest")
 		}
-		d := filepath.Join(content, DepsDir)
+		d := filepath.Join(content, store.DepsDir)
 		mustMkdir(t, filepath.Join(d, "liba"))
 		mustMkdir(t, filepath.Join(d, "liba-2.1.dist-info"))
 		mustWrite(t, filepath.Join(d, "liba", "__init__.py"), "def quad(x):\n    return 4 * x\n", 0o644)
@@ -39,13 +40,13 @@ func TestInstallDeps(t *testing.T) {
 	if want := mustHash(t, src); p.ArtifactHash != want {
 		t.Fatalf("artifact hash %s, want the source's %s", p.ArtifactHash, want)
 	}
-	if want := mustHash(t, filepath.Join(p.Dir, DepsDir)); p.DepsHash != want || p.DepsHash == "" {
+	if want := mustHash(t, filepath.Join(p.Dir, store.DepsDir)); p.DepsHash != want || p.DepsHash == "" {
 		t.Fatalf("deps hash %q, want %s", p.DepsHash, want)
 	}
 	if !slices.Equal(p.Dependencies, []string{"liba==2.1"}) {
 		t.Fatalf("dependencies %q", p.Dependencies)
 	}
-	if fi, err := os.Stat(filepath.Join(p.Dir, DepsDir, "liba", "__init__.py")); err != nil || fi.Mode().Perm() != 0o444 {
+	if fi, err := os.Stat(filepath.Join(p.Dir, store.DepsDir, "liba", "__init__.py")); err != nil || fi.Mode().Perm() != 0o444 {
 		t.Fatalf("installed dependency file: %v %v (want read-only)", fi, err)
 	}
 	if err := s.Verify(p); err != nil {
@@ -79,39 +80,39 @@ func TestVerifyDetectsDepsTampering(t *testing.T) {
 		tamper func(t *testing.T, dir string)
 	}{
 		{"dependency file changed", true, func(t *testing.T, dir string) {
-			f := filepath.Join(dir, DepsDir, "liba", "__init__.py")
+			f := filepath.Join(dir, store.DepsDir, "liba", "__init__.py")
 			writable(t, f)
 			mustWrite(t, f, "def quad(x):\n    return 5 * x\n", 0o444)
 		}},
 		{"dependency file added", true, func(t *testing.T, dir string) {
-			writable(t, filepath.Join(dir, DepsDir))
-			mustWrite(t, filepath.Join(dir, DepsDir, "evil.pth"), "import os\n", 0o444)
+			writable(t, filepath.Join(dir, store.DepsDir))
+			mustWrite(t, filepath.Join(dir, store.DepsDir, "evil.pth"), "import os\n", 0o444)
 		}},
 		{"dependency file removed", true, func(t *testing.T, dir string) {
-			writable(t, filepath.Join(dir, DepsDir, "liba"))
-			if err := os.Remove(filepath.Join(dir, DepsDir, "liba", "__init__.py")); err != nil {
+			writable(t, filepath.Join(dir, store.DepsDir, "liba"))
+			if err := os.Remove(filepath.Join(dir, store.DepsDir, "liba", "__init__.py")); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"dependencies removed", true, func(t *testing.T, dir string) {
 			writable(t, dir)
-			if err := removeTree(filepath.Join(dir, DepsDir)); err != nil {
+			if err := removeTree(filepath.Join(dir, store.DepsDir)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"dependencies replaced by a symlink", true, func(t *testing.T, dir string) {
 			writable(t, dir)
-			if err := os.Rename(filepath.Join(dir, DepsDir), filepath.Join(dir, "moved")); err != nil {
+			if err := os.Rename(filepath.Join(dir, store.DepsDir), filepath.Join(dir, "moved")); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink("moved", filepath.Join(dir, DepsDir)); err != nil {
+			if err := os.Symlink("moved", filepath.Join(dir, store.DepsDir)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"dependencies added to a package without", false, func(t *testing.T, dir string) {
 			writable(t, dir)
-			mustMkdir(t, filepath.Join(dir, DepsDir))
-			mustWrite(t, filepath.Join(dir, DepsDir, "evil.pth"), "import os\n", 0o444)
+			mustMkdir(t, filepath.Join(dir, store.DepsDir))
+			mustWrite(t, filepath.Join(dir, store.DepsDir, "evil.pth"), "import os\n", 0o444)
 		}},
 	}
 	for _, c := range cases {
@@ -149,7 +150,7 @@ func TestDepsFailureLeavesNothing(t *testing.T) {
 	boom := errors.New("no wheel satisfies liba")
 	_, err = s.InstallFrom(makePkg(t, "deps-pack", "2.0.0"), InstallOptions{
 		Deps: func(content string, m *manifest.Manifest) ([]string, error) {
-			mustMkdir(t, filepath.Join(content, DepsDir, "half"))
+			mustMkdir(t, filepath.Join(content, store.DepsDir, "half"))
 			return nil, boom
 		}})
 	if !errors.Is(err, boom) {
@@ -162,7 +163,7 @@ func TestDepsFailureLeavesNothing(t *testing.T) {
 	if err != nil || p.Version != "1.0.0" || p.ArtifactHash != old.ArtifactHash {
 		t.Fatalf("previous install: %+v %v", p, err)
 	}
-	if _, err := os.Lstat(filepath.Join(p.Dir, DepsDir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(p.Dir, store.DepsDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("dependencies of the failed install are in the kept one: %v", err)
 	}
 }

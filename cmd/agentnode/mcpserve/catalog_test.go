@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/store"
 )
 
 // writePackage writes a package directory with manifest text and an
@@ -31,7 +31,7 @@ func writePackage(t testing.TB, manifestText string) string {
 
 func install(t testing.TB, homeDir, manifestText string) {
 	t.Helper()
-	if _, err := store.Open(home.PackagesDir(homeDir)).Install(writePackage(t, manifestText), nil); err != nil {
+	if _, err := pkginstall.Open(home.PackagesDir(homeDir)).Install(writePackage(t, manifestText), nil); err != nil {
 		t.Fatalf("install: %v", err)
 	}
 }

@@ -1,13 +1,15 @@
-package store
+package pkginstall
 
 import (
 	"fmt"
-	"github.com/agentnode/agentnode/kernel/bounded"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/store"
 )
 
 // copyTree copies the tree at src to dst (which must not exist) without
@@ -69,7 +71,7 @@ func copyTree(src, dst string, lim Limits) error {
 			}
 			return os.Symlink(link, target)
 		}
-		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)",
+		return store.Refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package (only directories, regular files and symlinks)",
 			filepath.ToSlash(rel), bounded.DescribeMode(m)))
 	})
 }
@@ -134,7 +136,7 @@ func makeReadOnly(dir string) error {
 			}
 			return os.Chmod(p, mode)
 		}
-		return refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package", p, bounded.DescribeMode(d.Type())))
+		return store.Refused(ErrSpecialFile, fmt.Errorf("%s: %s is not allowed in a package", p, bounded.DescribeMode(d.Type())))
 	})
 	if err != nil {
 		return err
