@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,6 +147,41 @@ type Backend interface {
 	Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 }
 
+// ImageLoader is the optional capability of a backend that runs images
+// from its engine's own image store (Docker, Podman): loading an image a
+// front end built or pulled (`agentnode sandbox build`) into the engine.
+// A backend that runs the host's verified rootfs directly (libcontainer)
+// does not implement it; Client.LoadImage then fails with ErrNoImageLoad,
+// which means no load is needed. The kernel never loads images: only
+// front ends call it.
+type ImageLoader interface {
+	LoadImage(ctx context.Context, req *LoadImageRequest) (*LoadImageResponse, error)
+}
+
+// LoadImageRequest asks a backend to load an image from an OCI image
+// layout into its engine (or, with CheckOnly, only whether it has it).
+type LoadImageRequest struct {
+	Image string // name@sha256:<manifest hex>, the pinned reference
+	// Layout is the host path of an OCI image layout holding Image. The
+	// backend checks every blob it reads against its digest, the manifest
+	// against Image's (sdk/sandbox/imageload).
+	Layout string
+	// CheckOnly: load nothing, only report whether the engine has the
+	// image (its image ID is the image's config digest).
+	CheckOnly bool
+}
+
+// LoadImageResponse is whether the engine has the image after the call.
+type LoadImageResponse struct {
+	Present bool   // the engine has the image under its config digest
+	ImageID string // the engine's image ID, sha256:... (the config digest); set when Present
+	Detail  string // for humans
+}
+
+// ErrNoImageLoad is wrapped by Client.LoadImage when the backend does not
+// implement ImageLoader: it needs no load (libcontainer).
+var ErrNoImageLoad = errors.New("the sandbox backend needs no image load")
+
 // GRPCPlugin adapts a Backend to go-plugin. Impl and Info are used on the
 // plugin side; the host uses a zero GRPCPlugin.
 type GRPCPlugin struct {
@@ -260,6 +296,23 @@ func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*
 		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", resp.Reason)
 	}
 	return &pb.AvailabilityResponse{Available: resp.Available, Reason: resp.Reason, Detail: resp.Detail}, nil
+}
+
+// LoadImage calls the backend's ImageLoader; a backend without one answers
+// UNIMPLEMENTED (Client.LoadImage: ErrNoImageLoad).
+func (s *server) LoadImage(ctx context.Context, r *pb.LoadImageRequest) (*pb.LoadImageResponse, error) {
+	l, ok := s.impl.(ImageLoader)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, ErrNoImageLoad.Error())
+	}
+	resp, err := l.LoadImage(ctx, &LoadImageRequest{Image: r.GetImage(), Layout: r.GetLayout(), CheckOnly: r.GetCheckOnly()})
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("sandbox plugin returned no load response")
+	}
+	return &pb.LoadImageResponse{Present: resp.Present, ImageId: resp.ImageID, Detail: resp.Detail}, nil
 }
 
 // Run adapts the stream to Backend.Run. The calling goroutine runs the
@@ -448,7 +501,10 @@ var ErrProtocol = errors.New("sandbox plugin broke the run protocol")
 // Client is the host side of a sandbox backend plugin. It implements Backend.
 type Client struct{ c pb.SandboxClient }
 
-var _ Backend = (*Client)(nil)
+var (
+	_ Backend     = (*Client)(nil)
+	_ ImageLoader = (*Client)(nil)
+)
 
 // NewClient wraps a gRPC connection to a Sandbox service.
 func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{c: pb.NewSandboxClient(cc)} }
@@ -476,6 +532,33 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", r.GetReason())
 	}
 	return &AvailabilityResponse{Available: r.GetAvailable(), Reason: r.GetReason(), Detail: r.GetDetail()}, nil
+}
+
+// LoadImage asks the backend to load req.Image from req.Layout into its
+// engine (or only whether the engine has it, req.CheckOnly). A backend
+// that needs no load (it does not implement ImageLoader) makes it fail
+// with an error wrapping ErrNoImageLoad. A present image whose ID is not
+// sha256:<64 hex> is an error.
+func (c *Client) LoadImage(ctx context.Context, req *LoadImageRequest) (*LoadImageResponse, error) {
+	if req == nil {
+		return nil, errors.New("sandbox: nil LoadImageRequest")
+	}
+	r, err := c.c.LoadImage(ctx, &pb.LoadImageRequest{Image: req.Image, Layout: req.Layout, CheckOnly: req.CheckOnly})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, fmt.Errorf("sandbox plugin: load image: %w", ErrNoImageLoad)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox plugin: load image: %w", err)
+	}
+	if r.GetPresent() && !validImageID(r.GetImageId()) {
+		return nil, fmt.Errorf("sandbox plugin: load image: image ID %q is not sha256:<64 hex digits>", r.GetImageId())
+	}
+	return &LoadImageResponse{Present: r.GetPresent(), ImageID: r.GetImageId(), Detail: r.GetDetail()}, nil
+}
+
+func validImageID(id string) bool {
+	h, ok := strings.CutPrefix(id, "sha256:")
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
 // Run runs req in the plugin and returns once the plugin has reported the
