@@ -50,8 +50,8 @@ const RefNameAnnotation = "org.opencontainers.image.ref.name"
 // not on this machine (the sandbox SDK's availability reason of that name).
 const ImageMissing = "image_missing"
 
-// maxMetaBlob bounds a manifest, config or index read from the layout.
-const maxMetaBlob = 4 << 20
+// MaxMetaBlob bounds a manifest, config or index read from the layout.
+const MaxMetaBlob = 4 << 20
 
 // Image is an image in the local store.
 type Image struct {
@@ -88,12 +88,13 @@ func RootfsDir(homeDir, manifestHex string) string {
 	return filepath.Join(RootfsBase(homeDir), manifestHex)
 }
 
-// markerPath is the tree-hash marker beside a rootfs.
-func markerPath(homeDir, manifestHex string) string {
+// MarkerPath is the tree-hash marker beside a rootfs.
+func MarkerPath(homeDir, manifestHex string) string {
 	return filepath.Join(RootfsBase(homeDir), manifestHex+".treehash")
 }
 
-func blobPath(layoutDir, hexDigest string) string {
+// BlobPath is the blob hexDigest of the OCI layout at layoutDir.
+func BlobPath(layoutDir, hexDigest string) string {
 	return filepath.Join(layoutDir, "blobs", "sha256", hexDigest)
 }
 
@@ -177,7 +178,7 @@ func Resolve(homeDir, ref string) (*Image, error) {
 // pinned image, or the layout was damaged or edited (Status, a rebuild and
 // the load into Docker or Podman all read it).
 func checkIndexed(layoutDir, mhex string) error {
-	idx, err := readIndex(layoutDir)
+	idx, err := ReadIndex(layoutDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return reason.New(reason.SandboxUnavailable, "%s: %w; run `agentnode sandbox build`", ImageMissing, err)
 	}
@@ -186,7 +187,7 @@ func checkIndexed(layoutDir, mhex string) error {
 			"%w: the image layout was modified; rebuild with `agentnode sandbox build`", err)
 	}
 	for _, d := range idx.Manifests {
-		if d.Digest.Algorithm == "sha256" && d.Digest.Hex == mhex && isImageManifest(d.MediaType) {
+		if d.Digest.Algorithm == "sha256" && d.Digest.Hex == mhex && IsImageManifest(d.MediaType) {
 			return nil
 		}
 	}
@@ -197,18 +198,18 @@ func checkIndexed(layoutDir, mhex string) error {
 
 // readVerified reads the blob hexDigest from the layout and checks that it
 // hashes to its name. what names the blob in errors. The blob is a regular
-// file of at most maxMetaBlob bytes (bounded.ReadFile): a symlink, FIFO or
+// file of at most MaxMetaBlob bytes (bounded.ReadFile): a symlink, FIFO or
 // device in its place means the layout was modified, and never hangs.
 func readVerified(layoutDir, hexDigest, what string) ([]byte, error) {
-	p := blobPath(layoutDir, hexDigest)
-	data, err := bounded.ReadFile(p, maxMetaBlob)
+	p := BlobPath(layoutDir, hexDigest)
+	data, err := bounded.ReadFile(p, MaxMetaBlob)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, reason.New(reason.SandboxUnavailable,
 			"%s: %s sha256:%s is not in the image layout %s; run `agentnode sandbox build`",
 			ImageMissing, what, hexDigest, layoutDir)
 	case errors.Is(err, bounded.ErrTooLarge):
-		return nil, reason.New(reason.ImageDigestMismatch, "%s sha256:%s in %s is larger than %d bytes", what, hexDigest, layoutDir, maxMetaBlob)
+		return nil, reason.New(reason.ImageDigestMismatch, "%s sha256:%s in %s is larger than %d bytes", what, hexDigest, layoutDir, MaxMetaBlob)
 	case errors.Is(err, bounded.ErrNotRegular):
 		return nil, reason.New(reason.ImageDigestMismatch,
 			"%s blob: %w: the image layout was modified; rebuild with `agentnode sandbox build`", what, err)
@@ -266,7 +267,7 @@ func readConfig(layoutDir string, m *v1.Manifest) (*v1.ConfigFile, error) {
 // read.
 func Status(homeDir string) ([]Image, error) {
 	layoutDir := LayoutDir(homeDir)
-	idx, err := readIndex(layoutDir)
+	idx, err := ReadIndex(layoutDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -275,7 +276,7 @@ func Status(homeDir string) ([]Image, error) {
 	}
 	var out []Image
 	for _, d := range idx.Manifests {
-		if d.Digest.Algorithm != "sha256" || !isImageManifest(d.MediaType) {
+		if d.Digest.Algorithm != "sha256" || !IsImageManifest(d.MediaType) {
 			continue
 		}
 		repo := DefaultName
@@ -302,27 +303,28 @@ func Status(homeDir string) ([]Image, error) {
 	return out, nil
 }
 
-func isImageManifest(mt types.MediaType) bool {
+// IsImageManifest reports whether mt is an OCI or Docker image manifest.
+func IsImageManifest(mt types.MediaType) bool {
 	return mt == types.OCIManifestSchema1 || mt == types.DockerManifestSchema2
 }
 
-// errCorruptIndex: index.json is not JSON of an image index.
-var errCorruptIndex = errors.New("not an image index")
+// ErrCorruptIndex: index.json is not JSON of an image index.
+var ErrCorruptIndex = errors.New("not an image index")
 
-// readIndex reads index.json of the layout. A missing layout wraps
+// ReadIndex reads index.json of the layout. A missing layout wraps
 // fs.ErrNotExist.
 //
-// It is a regular file of at most maxMetaBlob bytes (bounded.ReadFile): a
+// It is a regular file of at most MaxMetaBlob bytes (bounded.ReadFile): a
 // symlink, FIFO or device in its place is an error, never a hang.
-func readIndex(layoutDir string) (*v1.IndexManifest, error) {
+func ReadIndex(layoutDir string) (*v1.IndexManifest, error) {
 	p := filepath.Join(layoutDir, "index.json")
-	data, err := bounded.ReadFile(p, maxMetaBlob)
+	data, err := bounded.ReadFile(p, MaxMetaBlob)
 	if err != nil {
 		return nil, fmt.Errorf("read image index: %w", err)
 	}
 	var idx v1.IndexManifest
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("image index %s: %w: %w", p, errCorruptIndex, err)
+		return nil, fmt.Errorf("image index %s: %w: %w", p, ErrCorruptIndex, err)
 	}
 	return &idx, nil
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // TestConformance runs the shared conformance and escape suite against the
-// backend in-process, on the image kernel/image.Build makes (its /tmp is
+// backend in-process, on the image cmd/agentnode/imagebuild.Build makes (its /tmp is
 // 1777: Debian's runc 1.1 gives the tmpfs the image directory's mode),
 // loaded into a private dockerd. Nothing is skipped.
 func TestConformance(t *testing.T) {

@@ -135,7 +135,7 @@ func buildFixture() (string, error) {
 		return dir, err
 	}
 	// Sealed egress: the forwarder and the socket's mount point, where
-	// kernel/image's build puts them.
+	// cmd/agentnode/imagebuild's build puts them.
 	fwd := filepath.Join(root, profile.EgressForwarderPath)
 	if err := os.MkdirAll(filepath.Dir(fwd), 0o755); err != nil {
 		return dir, err

@@ -146,12 +146,8 @@ func (b *backend) imagePresent(ctx context.Context, e *engine, ref string) (stri
 	}
 	var lastErr error
 	for _, cand := range []string{name + ":" + digest[:12], ref} {
-		out, err := e.call(ctx, "image", "inspect", "--format", "{{.Id}}", cand)
+		id, err := e.imageID(ctx, cand)
 		if err == nil {
-			id := strings.TrimPrefix(strings.TrimSpace(string(out)), "sha256:")
-			if !hexID.MatchString(id) {
-				return "", fmt.Errorf("podman image inspect %s: unexpected ID %q", cand, id)
-			}
 			return id, nil
 		}
 		lastErr = err

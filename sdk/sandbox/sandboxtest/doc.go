@@ -180,7 +180,7 @@
 // (mode 0666, in a directory of its own) that answers like the host's
 // CONNECT proxy — 200 with a nonce header, then an echo — and counts its
 // connections. The image must carry the egress forwarder and the socket's
-// mount point (kernel/image's build does). These checks choose egress
+// mount point (cmd/agentnode/imagebuild's build does). These checks choose egress
 // themselves; Config.WithEgress runs all the others with egress too:
 //   - egress-absent: without EgressSocket no proxy variable is set, nothing
 //     listens on the forwarder's address, no socket is mounted, and the
