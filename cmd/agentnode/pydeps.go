@@ -83,7 +83,7 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 		if err != nil {
 			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
 		}
-		av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, Rootfs: img.Rootfs})
+		av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
 		if err != nil {
 			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
 		}

@@ -37,6 +37,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 )
 
 // DefaultName is the repository name of the image Build makes.
@@ -61,6 +62,10 @@ type Image struct {
 	ConfigDigest   string `json:"config_digest"`   // sha256:..., the image ID of docker/podman
 	Rootfs         string `json:"rootfs"`          // unpacked root filesystem (libcontainer)
 	Layout         string `json:"layout"`          // OCI image layout path
+	// Store is the image store holding Layout and Rootfs
+	// (sdk/sandbox/imagestore): what a sandbox backend gets with Ref
+	// (sandbox.Spec.ImageStore) to resolve the image itself.
+	Store string `json:"store"`
 }
 
 // Tag is the tag the image gets in the OCI layout and in Docker/Podman:
@@ -77,11 +82,13 @@ func shortHex(digest string) string {
 	return h
 }
 
-// LayoutDir is the OCI image layout of homeDir.
-func LayoutDir(homeDir string) string { return filepath.Join(home.ImagesDir(homeDir), "oci") }
+// LayoutDir is the OCI image layout of homeDir's image store
+// (home.ImagesDir; its layout is sdk/sandbox/imagestore's, which the
+// sandbox backends resolve images in).
+func LayoutDir(homeDir string) string { return imagestore.LayoutDir(home.ImagesDir(homeDir)) }
 
 // RootfsBase is the directory holding the unpacked root filesystems.
-func RootfsBase(homeDir string) string { return filepath.Join(home.ImagesDir(homeDir), "rootfs") }
+func RootfsBase(homeDir string) string { return imagestore.RootfsBase(home.ImagesDir(homeDir)) }
 
 // RootfsDir is where the image with manifest digest hex is unpacked.
 func RootfsDir(homeDir, manifestHex string) string {
@@ -153,6 +160,7 @@ func Resolve(homeDir, ref string) (*Image, error) {
 		ManifestDigest: "sha256:" + mhex,
 		Layout:         LayoutDir(homeDir),
 		Rootfs:         RootfsDir(homeDir, mhex),
+		Store:          home.ImagesDir(homeDir),
 	}
 	m, err := readManifest(img.Layout, mhex)
 	if err != nil {
@@ -291,6 +299,7 @@ func Status(homeDir string) ([]Image, error) {
 			Name:           repo,
 			ManifestDigest: d.Digest.String(),
 			Layout:         layoutDir,
+			Store:          home.ImagesDir(homeDir),
 		}
 		if fi, err := os.Lstat(RootfsDir(homeDir, d.Digest.Hex)); err == nil && fi.IsDir() {
 			img.Rootfs = RootfsDir(homeDir, d.Digest.Hex)

@@ -59,9 +59,9 @@ func validReason(r string) bool {
 // AvailabilityRequest asks whether the backend can run the given image now.
 type AvailabilityRequest struct {
 	Image string // name@sha256:...
-	// Rootfs is the host path of the image's unpacked root filesystem, for
-	// backends that run from a directory (libcontainer); empty otherwise.
-	Rootfs string
+	// ImageStore is the host path of the image store in which the host
+	// verified Image (Spec.ImageStore); empty when Image is.
+	ImageStore string
 }
 
 // AvailabilityResponse says whether the backend can run. When Available is
@@ -82,11 +82,16 @@ type Limits struct {
 
 // Spec describes one run.
 type Spec struct {
-	RunID      string
-	Image      string   // name@sha256:...
+	RunID string
+	Image string // name@sha256:<manifest hex>, verified by the host just before the run
+	// ImageStore is the host path of the image store in which the host
+	// verified Image (sdk/sandbox/imagestore). The host passes nothing
+	// else about the image: each backend resolves Image there to what it
+	// runs (libcontainer the unpacked rootfs, Docker and Podman the image
+	// ID named by the manifest, checked against Image's digest), so that
+	// it runs the image the host verified and nothing else.
+	ImageStore string
 	PackageDir string   // host path, mounted read-only at /pack
-	Rootfs     string   // host path of the unpacked image (libcontainer)
-	ImageID    string   // the image's config digest, sha256:... (Docker, Podman)
 	Args       []string // argv inside the container
 	Env        []string // KEY=VALUE, already filtered by the host
 	Limits     Limits
@@ -222,8 +227,7 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 		RunId:      s.RunID,
 		Image:      s.Image,
 		PackageDir: s.PackageDir,
-		Rootfs:     s.Rootfs,
-		ImageId:    s.ImageID,
+		ImageStore: s.ImageStore,
 		Args:       s.Args,
 		Env:        s.Env,
 		Limits: &pb.Limits{
@@ -248,8 +252,7 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 		RunID:      p.GetRunId(),
 		Image:      p.GetImage(),
 		PackageDir: p.GetPackageDir(),
-		Rootfs:     p.GetRootfs(),
-		ImageID:    p.GetImageId(),
+		ImageStore: p.GetImageStore(),
 		Args:       p.GetArgs(),
 		Env:        p.GetEnv(),
 		Limits: Limits{
@@ -285,7 +288,7 @@ type server struct {
 func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.Info, error) { return s.info, nil }
 
 func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*pb.AvailabilityResponse, error) {
-	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), Rootfs: r.GetRootfs()})
+	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), ImageStore: r.GetImageStore()})
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +527,7 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 	if req == nil {
 		return nil, errors.New("sandbox: nil AvailabilityRequest")
 	}
-	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, Rootfs: req.Rootfs})
+	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, ImageStore: req.ImageStore})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox plugin: availability: %w", err)
 	}

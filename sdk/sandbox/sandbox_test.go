@@ -273,7 +273,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		Args: []string{"exit", "0"}, Env: []string{"A=1", "B=two words"},
 		Limits:  sandbox.Limits{MemoryBytes: 256 << 20, Pids: 64, CPUs: 1.5, TmpBytes: 16 << 20},
 		Timeout: 90 * time.Second, Network: true,
-		Rootfs: "/var/images/rootfs", ImageID: "sha256:" + strings.Repeat("cd", 32),
+		ImageStore:   "/var/lib/agentnode/images",
 		EgressSocket: "/run/agentnode/egress/run-42.sock",
 	}
 	if _, err := c.Run(t.Context(), &sandbox.RunRequest{Spec: spec}); err != nil {

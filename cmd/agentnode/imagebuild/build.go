@@ -571,6 +571,7 @@ func install(homeDir, repo string, rawManifest, rawCfg []byte, cfg *v1.ConfigFil
 		ConfigDigest:   cDigest.String(),
 		Layout:         layoutDir,
 		Rootfs:         image.RootfsDir(homeDir, mDigest.Hex),
+		Store:          home.ImagesDir(homeDir),
 	}
 
 	tars := make([]io.Reader, 0, len(layers))

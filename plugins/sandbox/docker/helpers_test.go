@@ -374,7 +374,7 @@ func spec(e *dockerEnv, pack, id string, args ...string) sandbox.Spec {
 	return sandbox.Spec{
 		RunID:      id,
 		Image:      e.img.Ref,
-		ImageID:    e.img.ConfigDigest,
+		ImageStore: e.img.Store,
 		PackageDir: pack,
 		Args:       args,
 		Env:        []string{"AGENTNODE_TEST=1"},

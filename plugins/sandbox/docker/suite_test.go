@@ -36,5 +36,5 @@ func TestConformanceEgress(t *testing.T) {
 }
 
 func suiteConfig(e *dockerEnv) sandboxtest.Config {
-	return sandboxtest.Config{Image: e.img.Ref, ImageID: e.img.ConfigDigest}
+	return sandboxtest.Config{Image: e.img.Ref, ImageStore: e.img.Store}
 }

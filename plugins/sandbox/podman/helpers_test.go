@@ -250,7 +250,7 @@ func spec(fx fixture, id string, args ...string) sandbox.Spec {
 	return sandbox.Spec{
 		RunID:      id,
 		Image:      fx.Img.Ref,
-		ImageID:    fx.Img.ConfigDigest,
+		ImageStore: fx.Img.Store,
 		PackageDir: fx.Pack,
 		Args:       args,
 		Env:        []string{"AGENTNODE_TEST=1"},

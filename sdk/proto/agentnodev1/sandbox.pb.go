@@ -150,9 +150,9 @@ func (x *LoadImageResponse) GetDetail() string {
 type AvailabilityRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // name@sha256:...
-	// Host path of the image's unpacked, verified root filesystem, for
-	// backends that run from a directory (libcontainer). Empty otherwise.
-	Rootfs        string `protobuf:"bytes,2,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
+	// Host path of the image store in which the host verified image (see
+	// RunSpec.image_store). Empty when no image is asked about.
+	ImageStore    string `protobuf:"bytes,3,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,9 +194,9 @@ func (x *AvailabilityRequest) GetImage() string {
 	return ""
 }
 
-func (x *AvailabilityRequest) GetRootfs() string {
+func (x *AvailabilityRequest) GetImageStore() string {
 	if x != nil {
-		return x.Rootfs
+		return x.ImageStore
 	}
 	return ""
 }
@@ -340,18 +340,19 @@ type RunSpec struct {
 	Limits     *Limits                `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	TimeoutMs  int64                  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	Network    bool                   `protobuf:"varint,8,opt,name=network,proto3" json:"network,omitempty"` // false: loopback only
-	// Host path of the image's unpacked, verified root filesystem (see
-	// AvailabilityRequest.rootfs).
-	Rootfs string `protobuf:"bytes,9,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
-	// The image's config digest (sha256:...), which Docker and Podman report
-	// as the image ID: backends check it before every run.
-	ImageId string `protobuf:"bytes,10,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
 	// Host path of a unix socket (the host-side CONNECT proxy of sealed
 	// egress). Set: the backend mounts it at /run/agentnode/egress.sock, the
 	// image's egress forwarder (pid 1) serves it as an HTTP proxy on the
 	// container's 127.0.0.1, HTTPS_PROXY and friends point there, and the
 	// network stays loopback only. Empty: no egress at all.
-	EgressSocket  string `protobuf:"bytes,11,opt,name=egress_socket,json=egressSocket,proto3" json:"egress_socket,omitempty"`
+	EgressSocket string `protobuf:"bytes,11,opt,name=egress_socket,json=egressSocket,proto3" json:"egress_socket,omitempty"`
+	// Host path of the image store in which the host verified image just
+	// before the run (sdk/sandbox/imagestore): an OCI layout at oci/ and the
+	// unpacked root filesystems at rootfs/<manifest hex>. Each backend
+	// resolves image there to what it runs: libcontainer the rootfs, Docker
+	// and Podman the image ID (the config digest) named by the manifest,
+	// which it checks against image's digest.
+	ImageStore    string `protobuf:"bytes,12,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,23 +443,16 @@ func (x *RunSpec) GetNetwork() bool {
 	return false
 }
 
-func (x *RunSpec) GetRootfs() string {
-	if x != nil {
-		return x.Rootfs
-	}
-	return ""
-}
-
-func (x *RunSpec) GetImageId() string {
-	if x != nil {
-		return x.ImageId
-	}
-	return ""
-}
-
 func (x *RunSpec) GetEgressSocket() string {
 	if x != nil {
 		return x.EgressSocket
+	}
+	return ""
+}
+
+func (x *RunSpec) GetImageStore() string {
+	if x != nil {
+		return x.ImageStore
 	}
 	return ""
 }
@@ -778,10 +772,11 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\x11LoadImageResponse\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x19\n" +
 	"\bimage_id\x18\x02 \x01(\tR\aimageId\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"C\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"R\n" +
 	"\x13AvailabilityRequest\x12\x14\n" +
-	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
-	"\x06rootfs\x18\x02 \x01(\tR\x06rootfs\"d\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
+	"\vimage_store\x18\x03 \x01(\tR\n" +
+	"imageStoreJ\x04\b\x02\x10\x03\"d\n" +
 	"\x14AvailabilityResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
@@ -790,7 +785,7 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xbc\x02\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xb6\x02\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -801,11 +796,12 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\x06limits\x18\x06 \x01(\v2\x14.agentnode.v1.LimitsR\x06limits\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12\x18\n" +
-	"\anetwork\x18\b \x01(\bR\anetwork\x12\x16\n" +
-	"\x06rootfs\x18\t \x01(\tR\x06rootfs\x12\x19\n" +
-	"\bimage_id\x18\n" +
-	" \x01(\tR\aimageId\x12#\n" +
-	"\regress_socket\x18\v \x01(\tR\fegressSocket\"\x8f\x01\n" +
+	"\anetwork\x18\b \x01(\bR\anetwork\x12#\n" +
+	"\regress_socket\x18\v \x01(\tR\fegressSocket\x12\x1f\n" +
+	"\vimage_store\x18\f \x01(\tR\n" +
+	"imageStoreJ\x04\b\t\x10\n" +
+	"J\x04\b\n" +
+	"\x10\v\"\x8f\x01\n" +
 	"\bRunInput\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.agentnode.v1.RunSpecH\x00R\x04spec\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
