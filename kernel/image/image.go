@@ -1,13 +1,16 @@
-// Package image builds, stores and verifies agentnode's sandbox images.
+// Package image verifies agentnode's sandbox images before every sandboxed
+// run: it belongs in the trusted core because the decision to run
+// community code in a sandbox rests on running exactly the pinned image.
 //
-// The default image is built locally and reproducibly from the host's
-// statically linked busybox (Debian's busybox-static) with
-// go-containerregistry: one layer, fixed timestamps and ownership, sorted tar
-// entries, deterministic gzip and a fixed image config, so the same busybox
-// bytes always give the same manifest digest. Images live in an OCI image
-// layout under home.ImagesDir(home)/oci; each one is also unpacked, read-only,
-// under home.ImagesDir(home)/rootfs/<manifest hex>/ for libcontainer, with a
-// tree hash recorded beside it; and it can be loaded into Docker or Podman.
+// Images live in the image store home.ImagesDir(home), laid out as
+// sdk/sandbox/imagestore says: an OCI image layout under oci/, each image
+// also unpacked, read-only, under rootfs/<manifest hex>/ with a tree hash
+// recorded beside it. Building, pulling and unpacking them is a front
+// end's work (cmd/agentnode/imagebuild, which this package does not
+// import); loading them into Docker or Podman is the backend plugins'
+// (sandbox.ImageLoader). A sandbox backend gets the verified reference
+// and the store (sandbox.Spec.Image, ImageStore) and resolves the image
+// there itself.
 //
 // Images are always addressed by digest (name@sha256:<manifest>). Resolve is
 // the check made before every sandboxed run: it refuses an unpinned or
@@ -40,7 +43,8 @@ import (
 	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 )
 
-// DefaultName is the repository name of the image Build makes.
+// DefaultName is the repository name of the default image (`agentnode
+// sandbox build`), assumed for an index entry without a name.
 const DefaultName = "agentnode/sandbox"
 
 // RefNameAnnotation is the index.json annotation that names an image in the
