@@ -190,6 +190,7 @@ func TestKernelParsesNoEgressTraffic(t *testing.T) {
 func TestHTTPServerUses(t *testing.T) {
 	src := `package p
 import (
+	"fmt"
 	h "net/http"
 	"bufio"
 )
@@ -203,5 +204,91 @@ func f(r *bufio.Reader) { h.ReadRequest(r); _ = h.Client{}; var s h.Server; _ = 
 	got := httpServerUses(fset, []*ast.File{f})
 	if len(got) != 2 || !strings.HasSuffix(got[0], "h.ReadRequest") || !strings.HasSuffix(got[1], "h.Server") {
 		t.Fatalf("httpServerUses = %q", got)
+	}
+}
+
+// TestKernelDrivesNoContainerEngine: backends own their engines. Loading
+// an image into Docker or Podman is the backend plugin's optional
+// capability (sandbox.ImageLoader), called by the front end (`agentnode
+// sandbox build`, cmd/agentnode/imagebuild builds the image); the kernel
+// neither depends on the front end, the loader or an engine client, nor
+// runs a docker or podman executable.
+func TestKernelDrivesNoContainerEngine(t *testing.T) {
+	cmd := exec.Command("go", "list", "-tags", "seccomp", "-deps", "-f", "{{.ImportPath}}", "./kernel/...")
+	cmd.Dir = repoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if !strings.Contains(string(out), module+"/kernel/image") {
+		t.Fatalf("go list output does not look like the kernel's closure")
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, module+"/cmd/") || p == module+"/sdk/sandbox/imageload" ||
+			strings.HasPrefix(p, "github.com/moby/moby/") || strings.HasPrefix(p, "github.com/docker/") {
+			t.Errorf("the kernel depends on %s", p)
+		}
+	}
+	var files []*ast.File
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(filepath.Join(repoRoot(), "kernel"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		files = append(files, f)
+		return err
+	})
+	if err != nil || len(files) < 50 {
+		t.Fatalf("kernel sources: %d files, %v", len(files), err)
+	}
+	if uses := engineExecs(fset, files); len(uses) > 0 {
+		t.Errorf("kernel code runs a container engine:\n%s", strings.Join(uses, "\n"))
+	}
+}
+
+// engineExecs lists the files among files that import os/exec and name
+// docker or podman in a string literal.
+func engineExecs(fset *token.FileSet, files []*ast.File) []string {
+	var out []string
+	for _, f := range files {
+		execs := false
+		for _, imp := range f.Imports {
+			execs = execs || imp.Path.Value == `"os/exec"`
+		}
+		if !execs {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s := strings.ToLower(lit.Value); strings.Contains(s, "docker") || strings.Contains(s, "podman") {
+					out = append(out, fset.Position(lit.Pos()).String()+": "+lit.Value)
+				}
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// TestEngineExecs checks the matcher, so that the test above can fail.
+func TestEngineExecs(t *testing.T) {
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for i, src := range []string{
+		"package p\nimport \"os/exec\"\nfunc f() { exec.Command(\"podman\", \"load\") }\n",
+		"package p\nimport x \"os/exec\"\nvar engines = []string{\"docker\"}\nvar _ = x.Command\n",
+		"package p\nvar launchers = []string{\"docker\", \"podman\"}\n", // no os/exec: a word list
+		"package p\nimport \"os/exec\"\nfunc f() { exec.Command(\"runc\") }\n",
+	} {
+		f, err := parser.ParseFile(fset, fmt.Sprintf("p%d.go", i), src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	got := engineExecs(fset, files)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "p0.go") || !strings.HasPrefix(got[1], "p1.go") {
+		t.Fatalf("engineExecs = %q, want the podman exec of p0.go and the docker literal of p1.go", got)
 	}
 }

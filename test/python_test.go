@@ -318,5 +318,5 @@ func TestConformancePythonImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.Run(t, sandboxtest.LaunchPlugin(t, filepath.Join(binDir, "agentnode-sandbox-libcontainer")),
-		sandboxtest.Config{Image: img.Ref, Rootfs: img.Rootfs, ImageID: img.ConfigDigest})
+		sandboxtest.Config{Image: img.Ref, ImageStore: img.Store})
 }

@@ -276,7 +276,7 @@ func checkBackend(homeDir, backend string, img *image.Image) error {
 	}
 	req := &sandbox.AvailabilityRequest{}
 	if img != nil {
-		req.Image, req.Rootfs = img.Ref, img.Rootfs
+		req.Image, req.ImageStore = img.Ref, img.Store
 	}
 	resp, err := client.Availability(ctx, req)
 	if err != nil {

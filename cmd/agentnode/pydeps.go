@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/audit"
@@ -82,7 +83,7 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 		if err != nil {
 			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
 		}
-		av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, Rootfs: img.Rootfs})
+		av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
 		if err != nil {
 			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
 		}
@@ -203,21 +204,13 @@ func buildPythonInstaller(cmd *cobra.Command, jsonOut bool, busybox string) erro
 	if !jsonOut {
 		fmt.Fprintln(cmd.ErrOrStderr(), "building the Python installer image from this host's Debian packages (this takes a while) …")
 	}
-	img, contents, err := pyimage.BuildInstaller(dir, pyimage.Options{Base: image.BuildOptions{BusyboxPath: busybox}})
+	img, contents, err := pyimage.BuildInstaller(dir, pyimage.Options{Base: imagebuild.BuildOptions{BusyboxPath: busybox}})
 	if err != nil {
 		return fail(cmd, jsonOut, err)
 	}
-	rep := pythonInstallerReport{Image: *img, Contents: contents, Engines: []engineLoad{}}
-	for _, e := range image.Engines {
-		if _, err := image.EngineCLI(e); err != nil {
-			continue
-		}
-		l := engineLoad{Engine: e, Loaded: true}
-		if err := image.Load(img, e); err != nil {
-			l.Loaded, l.Error = false, err.Error()
-		}
-		rep.Engines = append(rep.Engines, l)
-	}
+	engines := newImageEngines(dir)
+	defer engines.close()
+	rep := pythonInstallerReport{Image: *img, Contents: contents, Engines: engines.load(cmd.Context(), img, nil)}
 	const key = "sandbox.python_installer_image"
 	switch cfg.Sandbox.PythonInstallerImage {
 	case img.Ref:

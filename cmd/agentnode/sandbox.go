@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -46,13 +49,6 @@ func sandboxConfig() (string, string, *config.Config, error) {
 		return "", "", nil, err
 	}
 	return dir, path, cfg, nil
-}
-
-// engineLoad is the outcome of loading the image into one engine.
-type engineLoad struct {
-	Engine string `json:"engine"`
-	Loaded bool   `json:"loaded"`
-	Error  string `json:"error,omitempty"`
 }
 
 type buildReport struct {
@@ -94,8 +90,9 @@ func newSandboxBuildCmd() *cobra.Command {
 		Long: `build makes the default sandbox image from a statically linked busybox
 (default /bin/busybox), writes it into the OCI layout under
 AGENTNODE_HOME/images/oci, unpacks it read-only for libcontainer, and loads
-it into Docker and Podman when their CLIs are installed (a load failure is a
-warning). The same busybox always gives the same digest.
+it into the engines of the sandbox backends that keep images in one (Docker,
+Podman: each backend plugin loads it, when its engine is installed; a load
+failure is a warning). The same busybox always gives the same digest.
 
 If sandbox.image is still the placeholder, it is set to the new image.
 Otherwise it is left alone and the command to switch is printed.
@@ -117,11 +114,13 @@ unset, else left alone with the command to switch printed.`,
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			img, err := image.Build(dir, image.BuildOptions{BusyboxPath: busybox})
+			img, err := imagebuild.Build(dir, imagebuild.BuildOptions{BusyboxPath: busybox})
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			rep := buildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.Image, Engines: loadEngines(img)}
+			engines := newImageEngines(dir)
+			defer engines.close()
+			rep := buildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.Image, Engines: engines.load(cmd.Context(), img, nil)}
 			switch cfg.Sandbox.Image {
 			case img.Ref:
 				rep.Config = "unchanged"
@@ -135,7 +134,7 @@ unset, else left alone with the command to switch printed.`,
 				rep.Hint = "agentnode config set sandbox.image " + img.Ref
 			}
 			if withPython {
-				py, err := buildPython(cmd, dir, cfgPath, cfg, busybox)
+				py, err := buildPython(cmd, dir, cfgPath, cfg, busybox, engines)
 				if err != nil {
 					return fail(cmd, jsonOut, err)
 				}
@@ -178,7 +177,7 @@ unset, else left alone with the command to switch printed.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&busybox, "busybox", image.DefaultBusybox, "statically linked busybox to build from")
+	cmd.Flags().StringVar(&busybox, "busybox", imagebuild.DefaultBusybox, "statically linked busybox to build from")
 	cmd.Flags().BoolVar(&withPython, "python", false, "also build the Python runtime image and pin sandbox.python_image")
 	cmd.Flags().BoolVar(&pyInstaller, "python-installer", false,
 		"build the Python installer image (Debian's Python and pip) that install uses for dependencies; pins sandbox.python_installer_image when unset")
@@ -190,7 +189,7 @@ unset, else left alone with the command to switch printed.`,
 // telling stderr what it does and, while it compresses, how long it has
 // been at it; loads it into the engines and pins sandbox.python_image when
 // it is unset.
-func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, busybox string) (*pythonBuildReport, error) {
+func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, busybox string, engines *imageEngines) (*pythonBuildReport, error) {
 	ew := cmd.ErrOrStderr()
 	start := time.Now()
 	done := make(chan struct{})
@@ -209,7 +208,7 @@ func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, bu
 		}
 	}()
 	img, contents, err := pyimage.Build(dir, pyimage.Options{
-		Base:     image.BuildOptions{BusyboxPath: busybox},
+		Base:     imagebuild.BuildOptions{BusyboxPath: busybox},
 		Progress: func(step string) { fmt.Fprintf(ew, "python image: %s\n", step) },
 	})
 	ticker.Stop()
@@ -221,12 +220,7 @@ func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, bu
 	rep := &pythonBuildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.PythonImage,
 		Contents: contents, Seconds: time.Since(start).Seconds()}
 	fmt.Fprintf(ew, "python image: %s built in %.1fs\n", img.Ref, rep.Seconds)
-	for _, e := range image.Engines {
-		if _, err := image.EngineCLI(e); err == nil {
-			fmt.Fprintf(ew, "python image: loading into %s\n", e)
-		}
-	}
-	rep.Engines = loadEngines(img)
+	rep.Engines = engines.load(cmd.Context(), img, func(e string) { fmt.Fprintf(ew, "python image: loading into %s\n", e) })
 	switch cfg.Sandbox.PythonImage {
 	case img.Ref:
 		rep.Config = "unchanged"
@@ -240,23 +234,6 @@ func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, bu
 		rep.Hint = "agentnode config set sandbox.python_image " + img.Ref
 	}
 	return rep, nil
-}
-
-// loadEngines loads img into every container engine whose CLI is
-// installed; a failure is reported, not an error.
-func loadEngines(img *image.Image) []engineLoad {
-	loads := []engineLoad{}
-	for _, e := range image.Engines {
-		if _, err := image.EngineCLI(e); err != nil {
-			continue
-		}
-		l := engineLoad{Engine: e, Loaded: true}
-		if err := image.Load(img, e); err != nil {
-			l.Loaded, l.Error = false, err.Error()
-		}
-		loads = append(loads, l)
-	}
-	return loads
 }
 
 func printLoads(w, ew io.Writer, loads []engineLoad) {
@@ -275,8 +252,9 @@ type imageStatus struct {
 	Resolves bool   `json:"resolves"`
 	Code     string `json:"code,omitempty"`
 	Detail   string `json:"detail,omitempty"`
-	// Engines maps docker/podman to "present", "absent" or why it could not
-	// be asked; engines whose CLI is not installed are left out.
+	// Engines maps the sandbox backends that keep images in an engine of
+	// their own (docker, podman) to "present", "absent" or why it could not
+	// be asked; backends whose engine is not installed are left out.
 	Engines map[string]string `json:"engines"`
 }
 
@@ -348,6 +326,8 @@ it does not.`,
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
+			engines := newImageEngines(dir)
+			defer engines.close()
 			for _, img := range imgs {
 				st := imageStatus{Image: img, Engines: map[string]string{}}
 				if r, err := image.Resolve(dir, img.Ref); err != nil {
@@ -356,18 +336,7 @@ it does not.`,
 					st.Image, st.Resolves = *r, true
 				}
 				if st.ConfigDigest != "" {
-					for _, e := range image.Engines {
-						ok, err := image.Present(&st.Image, e)
-						switch {
-						case errors.Is(err, image.ErrEngineNotInstalled):
-						case err != nil:
-							st.Engines[e] = err.Error()
-						case ok:
-							st.Engines[e] = "present"
-						default:
-							st.Engines[e] = "absent"
-						}
-					}
+					st.Engines = engines.presence(cmd.Context(), &st.Image)
 				}
 				rep.Images = append(rep.Images, st)
 			}
@@ -416,10 +385,8 @@ func printStatus(cmd *cobra.Command, rep *statusReport) {
 		if !img.Resolves {
 			fmt.Fprintf(w, "       [%s] %s\n", img.Code, img.Detail)
 		}
-		for _, e := range image.Engines {
-			if s, ok := img.Engines[e]; ok {
-				fmt.Fprintf(w, "       %-8s %s\n", e, s)
-			}
+		for _, e := range slices.Sorted(maps.Keys(img.Engines)) {
+			fmt.Fprintf(w, "       %-8s %s\n", e, img.Engines[e])
 		}
 	}
 }
@@ -464,7 +431,7 @@ Nothing is ever pulled implicitly.`,
 				return fail(cmd, jsonOut, err)
 			}
 			ref := args[0]
-			img, err := image.Pull(dir, ref, image.PullOptions{Insecure: insecure, Context: cmd.Context()})
+			img, err := imagebuild.Pull(dir, ref, imagebuild.PullOptions{Insecure: insecure, Context: cmd.Context()})
 			if errors.Is(err, reason.ErrImageUnpinned) {
 				return fail(cmd, jsonOut, usageError("%v", err))
 			}

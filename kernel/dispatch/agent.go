@@ -395,8 +395,7 @@ func executeAgent(ctx context.Context, st *state) error {
 		Spec: sandbox.Spec{
 			RunID:      "an-" + st.res.RequestID,
 			Image:      st.img.Ref,
-			ImageID:    st.img.ConfigDigest,
-			Rootfs:     st.img.Rootfs,
+			ImageStore: st.img.Store,
 			PackageDir: st.pkg.Dir,
 			Args:       args,
 			Limits:     st.set.limits,

@@ -153,8 +153,7 @@ func runInSandbox(ctx context.Context, st *state, stdin []byte) (*toolRun, error
 		Spec: sandbox.Spec{
 			RunID:      "an-" + st.res.RequestID,
 			Image:      st.img.Ref,
-			ImageID:    st.img.ConfigDigest,
-			Rootfs:     st.img.Rootfs,
+			ImageStore: st.img.Store,
 			PackageDir: st.pkg.Dir,
 			Args:       sandboxArgs(st),
 			Limits:     st.set.limits,

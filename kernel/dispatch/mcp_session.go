@@ -184,8 +184,7 @@ func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, egress
 		Spec: sandbox.Spec{
 			RunID:      "an-mcp-" + st.res.RequestID,
 			Image:      st.img.Ref,
-			ImageID:    st.img.ConfigDigest,
-			Rootfs:     st.img.Rootfs,
+			ImageStore: st.img.Store,
 			PackageDir: st.pkg.Dir,
 			Args:       st.mcp.cmd.Argv(),
 			Limits:     st.set.limits,

@@ -247,7 +247,7 @@ func checkSandbox(ctx context.Context, st *state) error {
 	if err != nil {
 		return sandboxError(st.set.backend, err)
 	}
-	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, Rootfs: img.Rootfs})
+	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
 	if err != nil {
 		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
 	}

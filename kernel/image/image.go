@@ -1,13 +1,16 @@
-// Package image builds, stores and verifies agentnode's sandbox images.
+// Package image verifies agentnode's sandbox images before every sandboxed
+// run: it belongs in the trusted core because the decision to run
+// community code in a sandbox rests on running exactly the pinned image.
 //
-// The default image is built locally and reproducibly from the host's
-// statically linked busybox (Debian's busybox-static) with
-// go-containerregistry: one layer, fixed timestamps and ownership, sorted tar
-// entries, deterministic gzip and a fixed image config, so the same busybox
-// bytes always give the same manifest digest. Images live in an OCI image
-// layout under home.ImagesDir(home)/oci; each one is also unpacked, read-only,
-// under home.ImagesDir(home)/rootfs/<manifest hex>/ for libcontainer, with a
-// tree hash recorded beside it; and it can be loaded into Docker or Podman.
+// Images live in the image store home.ImagesDir(home), laid out as
+// sdk/sandbox/imagestore says: an OCI image layout under oci/, each image
+// also unpacked, read-only, under rootfs/<manifest hex>/ with a tree hash
+// recorded beside it. Building, pulling and unpacking them is a front
+// end's work (cmd/agentnode/imagebuild, which this package does not
+// import); loading them into Docker or Podman is the backend plugins'
+// (sandbox.ImageLoader). A sandbox backend gets the verified reference
+// and the store (sandbox.Spec.Image, ImageStore) and resolves the image
+// there itself.
 //
 // Images are always addressed by digest (name@sha256:<manifest>). Resolve is
 // the check made before every sandboxed run: it refuses an unpinned or
@@ -37,9 +40,11 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 )
 
-// DefaultName is the repository name of the image Build makes.
+// DefaultName is the repository name of the default image (`agentnode
+// sandbox build`), assumed for an index entry without a name.
 const DefaultName = "agentnode/sandbox"
 
 // RefNameAnnotation is the index.json annotation that names an image in the
@@ -50,8 +55,8 @@ const RefNameAnnotation = "org.opencontainers.image.ref.name"
 // not on this machine (the sandbox SDK's availability reason of that name).
 const ImageMissing = "image_missing"
 
-// maxMetaBlob bounds a manifest, config or index read from the layout.
-const maxMetaBlob = 4 << 20
+// MaxMetaBlob bounds a manifest, config or index read from the layout.
+const MaxMetaBlob = 4 << 20
 
 // Image is an image in the local store.
 type Image struct {
@@ -61,6 +66,10 @@ type Image struct {
 	ConfigDigest   string `json:"config_digest"`   // sha256:..., the image ID of docker/podman
 	Rootfs         string `json:"rootfs"`          // unpacked root filesystem (libcontainer)
 	Layout         string `json:"layout"`          // OCI image layout path
+	// Store is the image store holding Layout and Rootfs
+	// (sdk/sandbox/imagestore): what a sandbox backend gets with Ref
+	// (sandbox.Spec.ImageStore) to resolve the image itself.
+	Store string `json:"store"`
 }
 
 // Tag is the tag the image gets in the OCI layout and in Docker/Podman:
@@ -77,23 +86,26 @@ func shortHex(digest string) string {
 	return h
 }
 
-// LayoutDir is the OCI image layout of homeDir.
-func LayoutDir(homeDir string) string { return filepath.Join(home.ImagesDir(homeDir), "oci") }
+// LayoutDir is the OCI image layout of homeDir's image store
+// (home.ImagesDir; its layout is sdk/sandbox/imagestore's, which the
+// sandbox backends resolve images in).
+func LayoutDir(homeDir string) string { return imagestore.LayoutDir(home.ImagesDir(homeDir)) }
 
 // RootfsBase is the directory holding the unpacked root filesystems.
-func RootfsBase(homeDir string) string { return filepath.Join(home.ImagesDir(homeDir), "rootfs") }
+func RootfsBase(homeDir string) string { return imagestore.RootfsBase(home.ImagesDir(homeDir)) }
 
 // RootfsDir is where the image with manifest digest hex is unpacked.
 func RootfsDir(homeDir, manifestHex string) string {
 	return filepath.Join(RootfsBase(homeDir), manifestHex)
 }
 
-// markerPath is the tree-hash marker beside a rootfs.
-func markerPath(homeDir, manifestHex string) string {
+// MarkerPath is the tree-hash marker beside a rootfs.
+func MarkerPath(homeDir, manifestHex string) string {
 	return filepath.Join(RootfsBase(homeDir), manifestHex+".treehash")
 }
 
-func blobPath(layoutDir, hexDigest string) string {
+// BlobPath is the blob hexDigest of the OCI layout at layoutDir.
+func BlobPath(layoutDir, hexDigest string) string {
 	return filepath.Join(layoutDir, "blobs", "sha256", hexDigest)
 }
 
@@ -152,6 +164,7 @@ func Resolve(homeDir, ref string) (*Image, error) {
 		ManifestDigest: "sha256:" + mhex,
 		Layout:         LayoutDir(homeDir),
 		Rootfs:         RootfsDir(homeDir, mhex),
+		Store:          home.ImagesDir(homeDir),
 	}
 	m, err := readManifest(img.Layout, mhex)
 	if err != nil {
@@ -177,7 +190,7 @@ func Resolve(homeDir, ref string) (*Image, error) {
 // pinned image, or the layout was damaged or edited (Status, a rebuild and
 // the load into Docker or Podman all read it).
 func checkIndexed(layoutDir, mhex string) error {
-	idx, err := readIndex(layoutDir)
+	idx, err := ReadIndex(layoutDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return reason.New(reason.SandboxUnavailable, "%s: %w; run `agentnode sandbox build`", ImageMissing, err)
 	}
@@ -186,7 +199,7 @@ func checkIndexed(layoutDir, mhex string) error {
 			"%w: the image layout was modified; rebuild with `agentnode sandbox build`", err)
 	}
 	for _, d := range idx.Manifests {
-		if d.Digest.Algorithm == "sha256" && d.Digest.Hex == mhex && isImageManifest(d.MediaType) {
+		if d.Digest.Algorithm == "sha256" && d.Digest.Hex == mhex && IsImageManifest(d.MediaType) {
 			return nil
 		}
 	}
@@ -197,18 +210,18 @@ func checkIndexed(layoutDir, mhex string) error {
 
 // readVerified reads the blob hexDigest from the layout and checks that it
 // hashes to its name. what names the blob in errors. The blob is a regular
-// file of at most maxMetaBlob bytes (bounded.ReadFile): a symlink, FIFO or
+// file of at most MaxMetaBlob bytes (bounded.ReadFile): a symlink, FIFO or
 // device in its place means the layout was modified, and never hangs.
 func readVerified(layoutDir, hexDigest, what string) ([]byte, error) {
-	p := blobPath(layoutDir, hexDigest)
-	data, err := bounded.ReadFile(p, maxMetaBlob)
+	p := BlobPath(layoutDir, hexDigest)
+	data, err := bounded.ReadFile(p, MaxMetaBlob)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, reason.New(reason.SandboxUnavailable,
 			"%s: %s sha256:%s is not in the image layout %s; run `agentnode sandbox build`",
 			ImageMissing, what, hexDigest, layoutDir)
 	case errors.Is(err, bounded.ErrTooLarge):
-		return nil, reason.New(reason.ImageDigestMismatch, "%s sha256:%s in %s is larger than %d bytes", what, hexDigest, layoutDir, maxMetaBlob)
+		return nil, reason.New(reason.ImageDigestMismatch, "%s sha256:%s in %s is larger than %d bytes", what, hexDigest, layoutDir, MaxMetaBlob)
 	case errors.Is(err, bounded.ErrNotRegular):
 		return nil, reason.New(reason.ImageDigestMismatch,
 			"%s blob: %w: the image layout was modified; rebuild with `agentnode sandbox build`", what, err)
@@ -266,7 +279,7 @@ func readConfig(layoutDir string, m *v1.Manifest) (*v1.ConfigFile, error) {
 // read.
 func Status(homeDir string) ([]Image, error) {
 	layoutDir := LayoutDir(homeDir)
-	idx, err := readIndex(layoutDir)
+	idx, err := ReadIndex(layoutDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -275,7 +288,7 @@ func Status(homeDir string) ([]Image, error) {
 	}
 	var out []Image
 	for _, d := range idx.Manifests {
-		if d.Digest.Algorithm != "sha256" || !isImageManifest(d.MediaType) {
+		if d.Digest.Algorithm != "sha256" || !IsImageManifest(d.MediaType) {
 			continue
 		}
 		repo := DefaultName
@@ -290,6 +303,7 @@ func Status(homeDir string) ([]Image, error) {
 			Name:           repo,
 			ManifestDigest: d.Digest.String(),
 			Layout:         layoutDir,
+			Store:          home.ImagesDir(homeDir),
 		}
 		if fi, err := os.Lstat(RootfsDir(homeDir, d.Digest.Hex)); err == nil && fi.IsDir() {
 			img.Rootfs = RootfsDir(homeDir, d.Digest.Hex)
@@ -302,27 +316,28 @@ func Status(homeDir string) ([]Image, error) {
 	return out, nil
 }
 
-func isImageManifest(mt types.MediaType) bool {
+// IsImageManifest reports whether mt is an OCI or Docker image manifest.
+func IsImageManifest(mt types.MediaType) bool {
 	return mt == types.OCIManifestSchema1 || mt == types.DockerManifestSchema2
 }
 
-// errCorruptIndex: index.json is not JSON of an image index.
-var errCorruptIndex = errors.New("not an image index")
+// ErrCorruptIndex: index.json is not JSON of an image index.
+var ErrCorruptIndex = errors.New("not an image index")
 
-// readIndex reads index.json of the layout. A missing layout wraps
+// ReadIndex reads index.json of the layout. A missing layout wraps
 // fs.ErrNotExist.
 //
-// It is a regular file of at most maxMetaBlob bytes (bounded.ReadFile): a
+// It is a regular file of at most MaxMetaBlob bytes (bounded.ReadFile): a
 // symlink, FIFO or device in its place is an error, never a hang.
-func readIndex(layoutDir string) (*v1.IndexManifest, error) {
+func ReadIndex(layoutDir string) (*v1.IndexManifest, error) {
 	p := filepath.Join(layoutDir, "index.json")
-	data, err := bounded.ReadFile(p, maxMetaBlob)
+	data, err := bounded.ReadFile(p, MaxMetaBlob)
 	if err != nil {
 		return nil, fmt.Errorf("read image index: %w", err)
 	}
 	var idx v1.IndexManifest
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("image index %s: %w: %w", p, errCorruptIndex, err)
+		return nil, fmt.Errorf("image index %s: %w: %w", p, ErrCorruptIndex, err)
 	}
 	return &idx, nil
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// The callers' suites (cmd/agentnode/pkginstall archive_test.go, kernel/image
+// The callers' suites (cmd/agentnode/pkginstall archive_test.go, cmd/agentnode/imagebuild
 // unpack_test.go) hold the refusals of each configuration; these hold
 // what the options change.
 

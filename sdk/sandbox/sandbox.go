@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,9 +59,9 @@ func validReason(r string) bool {
 // AvailabilityRequest asks whether the backend can run the given image now.
 type AvailabilityRequest struct {
 	Image string // name@sha256:...
-	// Rootfs is the host path of the image's unpacked root filesystem, for
-	// backends that run from a directory (libcontainer); empty otherwise.
-	Rootfs string
+	// ImageStore is the host path of the image store in which the host
+	// verified Image (Spec.ImageStore); empty when Image is.
+	ImageStore string
 }
 
 // AvailabilityResponse says whether the backend can run. When Available is
@@ -81,11 +82,16 @@ type Limits struct {
 
 // Spec describes one run.
 type Spec struct {
-	RunID      string
-	Image      string   // name@sha256:...
+	RunID string
+	Image string // name@sha256:<manifest hex>, verified by the host just before the run
+	// ImageStore is the host path of the image store in which the host
+	// verified Image (sdk/sandbox/imagestore). The host passes nothing
+	// else about the image: each backend resolves Image there to what it
+	// runs (libcontainer the unpacked rootfs, Docker and Podman the image
+	// ID named by the manifest, checked against Image's digest), so that
+	// it runs the image the host verified and nothing else.
+	ImageStore string
 	PackageDir string   // host path, mounted read-only at /pack
-	Rootfs     string   // host path of the unpacked image (libcontainer)
-	ImageID    string   // the image's config digest, sha256:... (Docker, Podman)
 	Args       []string // argv inside the container
 	Env        []string // KEY=VALUE, already filtered by the host
 	Limits     Limits
@@ -146,6 +152,41 @@ type Backend interface {
 	Run(ctx context.Context, req *RunRequest) (*RunResponse, error)
 }
 
+// ImageLoader is the optional capability of a backend that runs images
+// from its engine's own image store (Docker, Podman): loading an image a
+// front end built or pulled (`agentnode sandbox build`) into the engine.
+// A backend that runs the host's verified rootfs directly (libcontainer)
+// does not implement it; Client.LoadImage then fails with ErrNoImageLoad,
+// which means no load is needed. The kernel never loads images: only
+// front ends call it.
+type ImageLoader interface {
+	LoadImage(ctx context.Context, req *LoadImageRequest) (*LoadImageResponse, error)
+}
+
+// LoadImageRequest asks a backend to load an image from an OCI image
+// layout into its engine (or, with CheckOnly, only whether it has it).
+type LoadImageRequest struct {
+	Image string // name@sha256:<manifest hex>, the pinned reference
+	// Layout is the host path of an OCI image layout holding Image. The
+	// backend checks every blob it reads against its digest, the manifest
+	// against Image's (sdk/sandbox/imageload).
+	Layout string
+	// CheckOnly: load nothing, only report whether the engine has the
+	// image (its image ID is the image's config digest).
+	CheckOnly bool
+}
+
+// LoadImageResponse is whether the engine has the image after the call.
+type LoadImageResponse struct {
+	Present bool   // the engine has the image under its config digest
+	ImageID string // the engine's image ID, sha256:... (the config digest); set when Present
+	Detail  string // for humans
+}
+
+// ErrNoImageLoad is wrapped by Client.LoadImage when the backend does not
+// implement ImageLoader: it needs no load (libcontainer).
+var ErrNoImageLoad = errors.New("the sandbox backend needs no image load")
+
 // GRPCPlugin adapts a Backend to go-plugin. Impl and Info are used on the
 // plugin side; the host uses a zero GRPCPlugin.
 type GRPCPlugin struct {
@@ -186,8 +227,7 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 		RunId:      s.RunID,
 		Image:      s.Image,
 		PackageDir: s.PackageDir,
-		Rootfs:     s.Rootfs,
-		ImageId:    s.ImageID,
+		ImageStore: s.ImageStore,
 		Args:       s.Args,
 		Env:        s.Env,
 		Limits: &pb.Limits{
@@ -212,8 +252,7 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 		RunID:      p.GetRunId(),
 		Image:      p.GetImage(),
 		PackageDir: p.GetPackageDir(),
-		Rootfs:     p.GetRootfs(),
-		ImageID:    p.GetImageId(),
+		ImageStore: p.GetImageStore(),
 		Args:       p.GetArgs(),
 		Env:        p.GetEnv(),
 		Limits: Limits{
@@ -251,7 +290,7 @@ type server struct {
 type unimplemented struct{ pb.UnimplementedSandboxServer }
 
 func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*pb.AvailabilityResponse, error) {
-	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), Rootfs: r.GetRootfs()})
+	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), ImageStore: r.GetImageStore()})
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +301,23 @@ func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*
 		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", resp.Reason)
 	}
 	return &pb.AvailabilityResponse{Available: resp.Available, Reason: resp.Reason, Detail: resp.Detail}, nil
+}
+
+// LoadImage calls the backend's ImageLoader; a backend without one answers
+// UNIMPLEMENTED (Client.LoadImage: ErrNoImageLoad).
+func (s *server) LoadImage(ctx context.Context, r *pb.LoadImageRequest) (*pb.LoadImageResponse, error) {
+	l, ok := s.impl.(ImageLoader)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, ErrNoImageLoad.Error())
+	}
+	resp, err := l.LoadImage(ctx, &LoadImageRequest{Image: r.GetImage(), Layout: r.GetLayout(), CheckOnly: r.GetCheckOnly()})
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("sandbox plugin returned no load response")
+	}
+	return &pb.LoadImageResponse{Present: resp.Present, ImageId: resp.ImageID, Detail: resp.Detail}, nil
 }
 
 // Run adapts the stream to Backend.Run. The calling goroutine runs the
@@ -453,7 +509,10 @@ type Client struct {
 	c                 pb.SandboxClient
 }
 
-var _ Backend = (*Client)(nil)
+var (
+	_ Backend     = (*Client)(nil)
+	_ ImageLoader = (*Client)(nil)
+)
 
 // NewClient wraps a gRPC connection to a Sandbox service.
 func NewClient(cc grpc.ClientConnInterface) *Client { return newClient(pb.NewSandboxClient(cc)) }
@@ -468,7 +527,7 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 	if req == nil {
 		return nil, errors.New("sandbox: nil AvailabilityRequest")
 	}
-	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, Rootfs: req.Rootfs})
+	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, ImageStore: req.ImageStore})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox plugin: availability: %w", err)
 	}
@@ -476,6 +535,33 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", r.GetReason())
 	}
 	return &AvailabilityResponse{Available: r.GetAvailable(), Reason: r.GetReason(), Detail: r.GetDetail()}, nil
+}
+
+// LoadImage asks the backend to load req.Image from req.Layout into its
+// engine (or only whether the engine has it, req.CheckOnly). A backend
+// that needs no load (it does not implement ImageLoader) makes it fail
+// with an error wrapping ErrNoImageLoad. A present image whose ID is not
+// sha256:<64 hex> is an error.
+func (c *Client) LoadImage(ctx context.Context, req *LoadImageRequest) (*LoadImageResponse, error) {
+	if req == nil {
+		return nil, errors.New("sandbox: nil LoadImageRequest")
+	}
+	r, err := c.c.LoadImage(ctx, &pb.LoadImageRequest{Image: req.Image, Layout: req.Layout, CheckOnly: req.CheckOnly})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, fmt.Errorf("sandbox plugin: load image: %w", ErrNoImageLoad)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox plugin: load image: %w", err)
+	}
+	if r.GetPresent() && !validImageID(r.GetImageId()) {
+		return nil, fmt.Errorf("sandbox plugin: load image: image ID %q is not sha256:<64 hex digits>", r.GetImageId())
+	}
+	return &LoadImageResponse{Present: r.GetPresent(), ImageID: r.GetImageId(), Detail: r.GetDetail()}, nil
+}
+
+func validImageID(id string) bool {
+	h, ok := strings.CutPrefix(id, "sha256:")
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
 // Run runs req in the plugin and returns once the plugin has reported the

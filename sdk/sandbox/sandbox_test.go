@@ -273,7 +273,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		Args: []string{"exit", "0"}, Env: []string{"A=1", "B=two words"},
 		Limits:  sandbox.Limits{MemoryBytes: 256 << 20, Pids: 64, CPUs: 1.5, TmpBytes: 16 << 20},
 		Timeout: 90 * time.Second, Network: true,
-		Rootfs: "/var/images/rootfs", ImageID: "sha256:" + strings.Repeat("cd", 32),
+		ImageStore:   "/var/lib/agentnode/images",
 		EgressSocket: "/run/agentnode/egress/run-42.sock",
 	}
 	if _, err := c.Run(t.Context(), &sandbox.RunRequest{Spec: spec}); err != nil {
@@ -677,5 +677,59 @@ func TestStopKeepsCleanupProof(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("stop did not end the run before the deadline")
+	}
+}
+
+// loaderBackend is memBackend with the optional ImageLoader capability. It
+// answers by Image: "img@sha256:ok" loads (ID want), "bad-id" answers an ID
+// that is not a digest, "fail" fails; anything else is absent.
+type loaderBackend struct {
+	*memBackend
+	got sandbox.LoadImageRequest
+}
+
+func (l *loaderBackend) LoadImage(_ context.Context, req *sandbox.LoadImageRequest) (*sandbox.LoadImageResponse, error) {
+	l.got = *req
+	switch req.Image {
+	case "img@sha256:ok":
+		return &sandbox.LoadImageResponse{Present: true, ImageID: "sha256:" + strings.Repeat("ab", 32), Detail: "loaded"}, nil
+	case "bad-id":
+		return &sandbox.LoadImageResponse{Present: true, ImageID: "busybox:latest"}, nil
+	case "fail":
+		return nil, errors.New("engine refused the archive")
+	}
+	return &sandbox.LoadImageResponse{Detail: "absent"}, nil
+}
+
+func TestLoadImage(t *testing.T) {
+	impl := &loaderBackend{memBackend: newMemBackend()}
+	c := sandboxtest.Connect(t, info, impl)
+	ctx := t.Context()
+	req := &sandbox.LoadImageRequest{Image: "img@sha256:ok", Layout: "/var/lib/images/oci", CheckOnly: true}
+	got, err := c.LoadImage(ctx, req)
+	want := &sandbox.LoadImageResponse{Present: true, ImageID: "sha256:" + strings.Repeat("ab", 32), Detail: "loaded"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadImage = %+v, %v; want %+v", got, err, want)
+	}
+	if impl.got != *req {
+		t.Errorf("the backend got %+v, want %+v", impl.got, *req)
+	}
+	if got, err := c.LoadImage(ctx, &sandbox.LoadImageRequest{Image: "other"}); err != nil || got.Present || got.Detail != "absent" {
+		t.Errorf("absent image: %+v, %v", got, err)
+	}
+	for _, img := range []string{"bad-id", "fail"} {
+		if got, err := c.LoadImage(ctx, &sandbox.LoadImageRequest{Image: img}); err == nil || errors.Is(err, sandbox.ErrNoImageLoad) {
+			t.Errorf("%s: got %+v, %v; want an error other than ErrNoImageLoad", img, got, err)
+		}
+	}
+}
+
+// A backend without the capability needs no load: the client says so with
+// ErrNoImageLoad, not a failure.
+func TestLoadImageAbsentCapability(t *testing.T) {
+	c := sandboxtest.Connect(t, info, newMemBackend())
+	got, err := c.LoadImage(t.Context(), &sandbox.LoadImageRequest{Image: "img@sha256:ok", Layout: "/x"})
+	if !errors.Is(err, sandbox.ErrNoImageLoad) {
+		t.Fatalf("LoadImage = %+v, %v; want ErrNoImageLoad", got, err)
 	}
 }

@@ -416,8 +416,7 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 		Spec: sandbox.Spec{
 			RunID:        runID,
 			Image:        in.Image.Ref,
-			ImageID:      in.Image.ConfigDigest,
-			Rootfs:       in.Image.Rootfs,
+			ImageStore:   in.Image.Store,
 			PackageDir:   packDir,
 			Args:         in.command(reqs),
 			Env:          []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},

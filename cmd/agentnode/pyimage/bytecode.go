@@ -15,7 +15,7 @@ import (
 	"regexp"
 	"sort"
 
-	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 )
 
 // stdlibDir matches the standard library's directory in the image,
@@ -64,7 +64,7 @@ const maxBytecode = 1 << 30
 // them) give none. The same sources and interpreter give the same bytes:
 // the compiler runs with a fixed hash seed (frozenset constants keep their
 // order) and compiles the sources in name order.
-func compileStdlib(root string, files []image.File) ([]image.File, error) {
+func compileStdlib(root string, files []imagebuild.File) ([]imagebuild.File, error) {
 	var lib string
 	for _, f := range files {
 		if f.Type == tar.TypeDir && stdlibDir.MatchString(f.Name) {
@@ -77,7 +77,7 @@ func compileStdlib(root string, files []image.File) ([]image.File, error) {
 	if lib == "" {
 		return nil, nil
 	}
-	var sources []image.File
+	var sources []imagebuild.File
 	for _, f := range files {
 		if f.Type == tar.TypeReg && path.Ext(f.Name) == ".py" && len(f.Name) > len(lib) && f.Name[:len(lib)+1] == lib+"/" {
 			sources = append(sources, f)
@@ -123,8 +123,8 @@ func compileStdlib(root string, files []image.File) ([]image.File, error) {
 
 // readCompiled reads the compiler's records: bytecode paths, which must be
 // in a __pycache__ directory of the standard library.
-func readCompiled(r *bufio.Reader, lib string) ([]image.File, error) {
-	var out []image.File
+func readCompiled(r *bufio.Reader, lib string) ([]imagebuild.File, error) {
+	var out []imagebuild.File
 	for {
 		if _, err := r.Peek(1); err == io.EOF {
 			return out, nil
@@ -142,7 +142,7 @@ func readCompiled(r *bufio.Reader, lib string) ([]image.File, error) {
 			path.Ext(n) != ".pyc" || !bytes.HasPrefix(name, []byte("/"+lib+"/")) {
 			return nil, fmt.Errorf("the compiler named %q", n)
 		}
-		out = append(out, image.File{Name: n[1:], Type: tar.TypeReg, Mode: 0o644, Body: body})
+		out = append(out, imagebuild.File{Name: n[1:], Type: tar.TypeReg, Mode: 0o644, Body: body})
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/python"
@@ -177,11 +178,11 @@ func TestCollect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]image.File{}
+	got := map[string]imagebuild.File{}
 	for _, f := range files {
 		got[f.Name] = f
 	}
-	want := map[string]image.File{
+	want := map[string]imagebuild.File{
 		"usr/bin/alpha":                          {Type: tar.TypeReg, Mode: 0o755, Body: []byte("#!/bin/sh\necho alpha\n")},
 		"usr/bin/alpha-link":                     {Type: tar.TypeSymlink, Mode: 0o777, Link: "alpha"},
 		"usr/lib/alpha/data":                     {Type: tar.TypeReg, Mode: 0o644, Body: []byte("alpha data\n")},
@@ -285,13 +286,13 @@ var (
 
 // baseOptions are the default image's inputs: the host's busybox and the
 // egress forwarder built from this tree, once per test process.
-func baseOptions(t *testing.T) image.BuildOptions {
+func baseOptions(t *testing.T) imagebuild.BuildOptions {
 	t.Helper()
-	if _, err := os.Stat(image.DefaultBusybox); err != nil {
+	if _, err := os.Stat(imagebuild.DefaultBusybox); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s: %v (install busybox-static)", image.DefaultBusybox, err)
+			t.Fatalf("%s: %v (install busybox-static)", imagebuild.DefaultBusybox, err)
 		}
-		t.Skipf("%s: %v (install busybox-static)", image.DefaultBusybox, err)
+		t.Skipf("%s: %v (install busybox-static)", imagebuild.DefaultBusybox, err)
 	}
 	forwarderOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "pyimage-test-forwarder-")
@@ -299,13 +300,13 @@ func baseOptions(t *testing.T) image.BuildOptions {
 			forwarderErr = err
 			return
 		}
-		forwarderBin = filepath.Join(dir, image.ForwarderName)
+		forwarderBin = filepath.Join(dir, imagebuild.ForwarderName)
 		forwarderErr = sandboxtest.BuildForwarder(context.Background(), forwarderBin)
 	})
 	if forwarderErr != nil {
 		t.Fatal(forwarderErr)
 	}
-	return image.BuildOptions{BusyboxPath: image.DefaultBusybox, ForwarderPath: forwarderBin}
+	return imagebuild.BuildOptions{BusyboxPath: imagebuild.DefaultBusybox, ForwarderPath: forwarderBin}
 }
 
 // TestBuildFakeReproducible: the same packages give the same digests in
@@ -382,7 +383,7 @@ func TestCABundle(t *testing.T) {
 	if err != nil {
 		t.Skipf("no %s installed: %v", caCertificatesPackage, err)
 	}
-	have := []image.File{{Name: "etc", Type: tar.TypeDir}}
+	have := []imagebuild.File{{Name: "etc", Type: tar.TypeDir}}
 	files, n, err := caBundle(db, pkgs, "/", pydeps.CABundle, have)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"
@@ -34,7 +35,7 @@ func needHostPython(t *testing.T) {
 // pybuild builds the image with the pybuild command, compiled without the
 // race detector (which makes compress/flate over 50 MB take many minutes),
 // and returns it with the build's wall and CPU time.
-func pybuild(t *testing.T, bin, home string, base image.BuildOptions) (*image.Image, *Contents, time.Duration, time.Duration) {
+func pybuild(t *testing.T, bin, home string, base imagebuild.BuildOptions) (*image.Image, *Contents, time.Duration, time.Duration) {
 	t.Helper()
 	cmd := exec.Command(bin, "-home", home, "-busybox", base.BusyboxPath, "-forwarder", base.ForwarderPath)
 	var stderr bytes.Buffer

@@ -1,5 +1,5 @@
 // Package pyimage builds agentnode's Python runtime image, offline and
-// reproducibly: the default sandbox image's content (kernel/image: busybox,
+// reproducibly: the default sandbox image's content (cmd/agentnode/imagebuild: busybox,
 // the /etc files, the mount points, the egress forwarder) plus Debian's
 // Python 3 interpreter and standard library with the shared libraries they
 // load, taken file by file from the packages installed on this host as
@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/python"
 )
@@ -39,8 +40,8 @@ var DefaultRoots = []string{"python3-minimal", "libpython3-stdlib"}
 // Options are the inputs of Build.
 type Options struct {
 	// Base names the busybox and egress forwarder of the default image's
-	// content (kernel/image.BuildOptions).
-	Base image.BuildOptions
+	// content (kernel/imagebuild.BuildOptions).
+	Base imagebuild.BuildOptions
 	// Root is the filesystem the packages are installed in; empty means
 	// "/".
 	Root string
@@ -100,7 +101,7 @@ type Contents struct {
 // image's files besides the default image's content: the packages' files
 // in the merged-/usr layout (with the /lib, /lib64, ... symlinks into /usr
 // for those used), and the shim.
-func Collect(opts Options) ([]image.File, *Contents, error) {
+func Collect(opts Options) ([]imagebuild.File, *Contents, error) {
 	root := opts.Root
 	if root == "" {
 		root = "/"
@@ -171,7 +172,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 	for _, p := range pkgs {
 		perPkg[p.name] = &Package{Name: p.name, Version: p.version, Arch: p.arch}
 	}
-	var files []image.File
+	var files []imagebuild.File
 	movedFrom := map[string]bool{}
 	for _, cp := range paths {
 		ls := byPath[cp]
@@ -183,7 +184,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 		}
 		name := strings.TrimPrefix(cp, "/")
 		if isParent[cp] {
-			files = append(files, image.File{Name: name, Type: tar.TypeDir, Mode: 0o755})
+			files = append(files, imagebuild.File{Name: name, Type: tar.TypeDir, Mode: 0o755})
 			continue
 		}
 		hostPath := filepath.Join(root, l.host)
@@ -198,7 +199,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 		}
 		switch {
 		case fi.IsDir():
-			files = append(files, image.File{Name: name, Type: tar.TypeDir, Mode: 0o755})
+			files = append(files, imagebuild.File{Name: name, Type: tar.TypeDir, Mode: 0o755})
 		case fi.Mode()&os.ModeSymlink != 0:
 			if _, hasSum := l.sums[l.host]; hasSum {
 				return nil, nil, fmt.Errorf("%w: %s is a symlink, package %s has a file there", ErrChecksum, hostPath, l.pkg.name)
@@ -207,7 +208,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			files = append(files, image.File{Name: name, Type: tar.TypeSymlink, Mode: 0o777, Link: target})
+			files = append(files, imagebuild.File{Name: name, Type: tar.TypeSymlink, Mode: 0o777, Link: target})
 		case fi.Mode().IsRegular():
 			data, err := readVerified(hostPath, l.sums[l.host])
 			if err != nil {
@@ -217,7 +218,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 			if fi.Mode().Perm()&0o111 != 0 {
 				mode = 0o755
 			}
-			files = append(files, image.File{Name: name, Type: tar.TypeReg, Mode: mode, Body: data})
+			files = append(files, imagebuild.File{Name: name, Type: tar.TypeReg, Mode: mode, Body: data})
 			pp := perPkg[l.pkg.name]
 			pp.Files++
 			pp.Bytes += int64(len(data))
@@ -227,7 +228,7 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 	}
 	for m := range movedFrom {
 		if m != "bin" { // the base image's busybox directory
-			files = append(files, image.File{Name: m, Type: tar.TypeSymlink, Mode: 0o777, Link: "usr/" + m})
+			files = append(files, imagebuild.File{Name: m, Type: tar.TypeSymlink, Mode: 0o777, Link: "usr/" + m})
 		}
 	}
 	if opts.CABundle != "" {
@@ -238,9 +239,9 @@ func Collect(opts Options) ([]image.File, *Contents, error) {
 		files = append(files, bundle...)
 		contents.Certificates = n
 	}
-	files = append(files, image.File{
+	files = append(files, imagebuild.File{
 		Name: strings.TrimPrefix(python.ShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.Shim,
-	}, image.File{
+	}, imagebuild.File{
 		Name: strings.TrimPrefix(python.AgentShimPath, "/"), Type: tar.TypeReg, Mode: 0o644, Body: python.AgentShim,
 	})
 	pyc, err := compileStdlib(root, files)
@@ -273,7 +274,7 @@ const (
 // caBundle returns the files of the CA bundle at path (Options.CABundle),
 // with the directories above it that have no entry yet, and how
 // many certificates it holds.
-func caBundle(db *dpkgDB, pkgs []*dpkgPackage, root, path string, have []image.File) ([]image.File, int, error) {
+func caBundle(db *dpkgDB, pkgs []*dpkgPackage, root, path string, have []imagebuild.File) ([]imagebuild.File, int, error) {
 	i := slices.IndexFunc(pkgs, func(p *dpkgPackage) bool { return p.name == caCertificatesPackage })
 	if i < 0 {
 		return nil, 0, fmt.Errorf("%w: the CA bundle %s is built from %s, which is not among the image's packages",
@@ -310,13 +311,13 @@ func caBundle(db *dpkgDB, pkgs []*dpkgPackage, root, path string, have []image.F
 		}
 	}
 	name := strings.TrimPrefix(path, "/")
-	var out []image.File
+	var out []imagebuild.File
 	for d := filepath.Dir(name); d != "." && d != "/"; d = filepath.Dir(d) {
-		if !slices.ContainsFunc(have, func(f image.File) bool { return f.Name == d }) {
-			out = append([]image.File{{Name: d, Type: tar.TypeDir, Mode: 0o755}}, out...)
+		if !slices.ContainsFunc(have, func(f imagebuild.File) bool { return f.Name == d }) {
+			out = append([]imagebuild.File{{Name: d, Type: tar.TypeDir, Mode: 0o755}}, out...)
 		}
 	}
-	out = append(out, image.File{Name: name, Type: tar.TypeReg, Mode: 0o644, Body: bundle})
+	out = append(out, imagebuild.File{Name: name, Type: tar.TypeReg, Mode: 0o644, Body: bundle})
 	return out, len(certs), nil
 }
 
@@ -326,7 +327,7 @@ func excluded(paths []string, p string) bool {
 }
 
 // Build collects the files (Collect) and builds the image Name from them
-// on the default image's content (image.BuildDerived): written to the OCI
+// on the default image's content (imagebuild.BuildDerived): written to the OCI
 // layout of homeDir, unpacked and verified like the default image, addressed
 // by its digest. The config's Cmd is the interpreter.
 func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
@@ -345,7 +346,7 @@ func Build(homeDir string, opts Options) (*image.Image, *Contents, error) {
 	if name == "" {
 		name = Name
 	}
-	img, err := image.BuildDerived(homeDir, opts.Base, image.Derived{
+	img, err := imagebuild.BuildDerived(homeDir, opts.Base, imagebuild.Derived{
 		Name:      name,
 		Files:     files,
 		Cmd:       []string{python.Interpreter},

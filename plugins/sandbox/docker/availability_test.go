@@ -225,7 +225,7 @@ func TestAvailabilityFakeEngine(t *testing.T) {
 func TestAvailabilityReal(t *testing.T) {
 	e := testEnv(t)
 	b := newTestBackend(t, e)
-	resp, err := b.Availability(t.Context(), &sandbox.AvailabilityRequest{Image: e.img.Ref, Rootfs: e.img.Rootfs})
+	resp, err := b.Availability(t.Context(), &sandbox.AvailabilityRequest{Image: e.img.Ref, ImageStore: e.img.Store})
 	if err != nil || !resp.Available {
 		t.Fatalf("Availability(%s) = %+v, %v", e.img.Ref, resp, err)
 	}

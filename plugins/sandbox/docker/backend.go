@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client/pkg/versions"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imageload"
 	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
@@ -264,7 +265,7 @@ func engineProblem(info *system.Info) string {
 // elsewhere makes Run fail, never run something else.
 func (b *backend) findImage(ctx context.Context, cli *client.Client, ref string) (found, detail string, err error) {
 	candidates := []string{ref}
-	if tag := loadTag(ref); tag != "" {
+	if tag := imageload.Tag(ref); tag != "" {
 		candidates = append(candidates, tag)
 	}
 	for _, c := range candidates {
@@ -281,14 +282,4 @@ func (b *backend) findImage(ctx context.Context, cli *client.Client, ref string)
 		return c, fmt.Sprintf("image %s present as %s (id %s)", ref, c, img.ID), nil
 	}
 	return "", fmt.Sprintf("image %s is not in the engine (looked for %s); run `agentnode sandbox build` to load it", ref, strings.Join(candidates, ", ")), nil
-}
-
-// loadTag returns the tag kernel/image.Load gives the image pinned as
-// name@sha256:<hex>: name:<first 12 hex digits>, or "" for another form.
-func loadTag(ref string) string {
-	name, hex, ok := strings.Cut(ref, "@sha256:")
-	if !ok || name == "" || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
-		return ""
-	}
-	return name + ":" + hex[:12]
 }

@@ -57,7 +57,7 @@ func benchBackend(b *testing.B) func() {
 
 // cliArgs is `docker run` for the container the backend makes for args.
 func cliArgs(tb testing.TB, e *dockerEnv, pack, name string, args ...string) []string {
-	cs, err := containerConfig(spec(e, pack, name, args...), "")
+	cs, err := containerConfig(spec(e, pack, name, args...), e.img.ConfigDigest, "")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func validateRunID(id string) error {
 
 func validateImageID(id string) error {
 	if !imageIDPattern.MatchString(id) {
-		return fmt.Errorf("image id %q: want the image's config digest, sha256:<64 hex digits> (Spec.ImageID)", id)
+		return fmt.Errorf("image id %q: want the image's config digest, sha256:<64 hex digits>", id)
 	}
 	return nil
 }
@@ -72,10 +72,12 @@ type containerSpec struct {
 // profile.ForRun, onto the Engine API. Anything in the profile Docker cannot
 // express the way the profile says is either mapped to Docker's equivalent
 // (documented in README.md) or refused.
-func containerConfig(run sandbox.Spec, owner string) (*containerSpec, error) {
-	// Docker runs the image, not a directory: the Rootfs is not ours to
-	// check (and ForRun only accepts an empty one with ImageID set).
-	run.Rootfs = ""
+// imageID is the image to run, the config digest (Run resolves it in the
+// host's image store); Docker runs it, not the profile's Root.Path.
+func containerConfig(run sandbox.Spec, imageID, owner string) (*containerSpec, error) {
+	if err := validateImageID(imageID); err != nil {
+		return nil, err
+	}
 	s, err := profile.ForRun(run)
 	if err != nil {
 		return nil, err
@@ -134,7 +136,7 @@ func containerConfig(run sandbox.Spec, owner string) (*containerSpec, error) {
 		// can never wrap or replace the tool.
 		Entrypoint: []string{p.Args[0]},
 		Cmd:        slices.Clone(p.Args[1:]),
-		Image:      run.ImageID,
+		Image:      imageID,
 		WorkingDir: p.Cwd,
 		Labels:     map[string]string{runLabel: run.RunID},
 		// Docker's default StopSignal is irrelevant: runs end by exit or

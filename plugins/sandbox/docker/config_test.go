@@ -12,13 +12,16 @@ import (
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
+// testImageID is the image testSpec's runs run (Run resolves it in the
+// image store).
+var testImageID = "sha256:" + strings.Repeat("2", 64)
+
 func testSpec() sandbox.Spec {
 	return sandbox.Spec{
 		RunID:      "run-1",
 		Image:      "agentnode/sandbox@sha256:" + strings.Repeat("1", 64),
-		ImageID:    "sha256:" + strings.Repeat("2", 64),
+		ImageStore: "/var/lib/agentnode/images", // Docker runs the image, not its rootfs
 		PackageDir: "/opt/pkg",
-		Rootfs:     "relative/is/ignored", // Docker runs the image
 		Args:       []string{"/pack/tool", "--flag", "x"},
 		Env:        []string{"FOO=bar"},
 	}
@@ -27,7 +30,7 @@ func testSpec() sandbox.Spec {
 // TestContainerConfig pins the mapping of the profile onto the Engine API
 // (AgentNode's flags and this profile's additions).
 func TestContainerConfig(t *testing.T) {
-	cs, err := containerConfig(testSpec(), "me")
+	cs, err := containerConfig(testSpec(), testImageID, "me")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +111,7 @@ func TestContainerConfig(t *testing.T) {
 func TestContainerConfigLimits(t *testing.T) {
 	s := testSpec()
 	s.Limits = sandbox.Limits{MemoryBytes: 64 << 20, Pids: 32, CPUs: 0.5, TmpBytes: 8 << 20}
-	cs, err := containerConfig(s, "")
+	cs, err := containerConfig(s, testImageID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +130,18 @@ func TestContainerConfigLimits(t *testing.T) {
 		"PATH override":  func(s *sandbox.Spec) { s.Env = []string{"PATH=/evil"} },
 		"tiny memory":    func(s *sandbox.Spec) { s.Limits.MemoryBytes = 1 << 20 },
 		"negative pids":  func(s *sandbox.Spec) { s.Limits.Pids = -1 },
-		"no image id":    func(s *sandbox.Spec) { s.ImageID = "" },
+		"no image":       func(s *sandbox.Spec) { s.Image = "" },
+		"no image store": func(s *sandbox.Spec) { s.ImageStore = "" },
 	} {
 		s := testSpec()
 		mutate(&s)
-		if _, err := containerConfig(s, ""); err == nil {
+		if _, err := containerConfig(s, testImageID, ""); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, id := range []string{"", "busybox:latest", testSpec().Image} {
+		if _, err := containerConfig(testSpec(), id, ""); err == nil {
+			t.Errorf("image id %q: accepted", id)
 		}
 	}
 }

@@ -20,13 +20,13 @@ func testEgressSocket(t *testing.T) string { return sandboxtest.EgressSocket(t) 
 // more mount, a read-only non-recursive bind of the socket, the forwarder
 // as entrypoint and the proxy environment; the network stays none.
 func TestContainerConfigEgress(t *testing.T) {
-	plain, err := containerConfig(testSpec(), "me")
+	plain, err := containerConfig(testSpec(), testImageID, "me")
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := testSpec()
 	run.EgressSocket = testEgressSocket(t)
-	cs, err := containerConfig(run, "me")
+	cs, err := containerConfig(run, testImageID, "me")
 	if err != nil {
 		t.Fatal(err)
 	}

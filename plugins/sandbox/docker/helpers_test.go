@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/client"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
@@ -112,7 +113,7 @@ func lookTool(name string) string {
 }
 
 // startEnv starts dockerd, waits for it and loads the image built by
-// kernel/image.Build. A non-empty skip says why it cannot run here.
+// cmd/agentnode/imagebuild.Build. A non-empty skip says why it cannot run here.
 func startEnv() (e *dockerEnv, skip string, err error) {
 	if os.Geteuid() != 0 {
 		return nil, "starting a private dockerd needs root", nil
@@ -121,7 +122,7 @@ func startEnv() (e *dockerEnv, skip string, err error) {
 	if dockerd == "" || docker == "" {
 		return nil, "dockerd or the docker CLI is not installed", nil
 	}
-	if _, err := os.Stat(image.DefaultBusybox); err != nil {
+	if _, err := os.Stat(imagebuild.DefaultBusybox); err != nil {
 		return nil, "busybox-static (for the sandbox image) is not installed", nil
 	}
 	// Short: the socket paths must fit sun_path.
@@ -183,18 +184,25 @@ func startEnv() (e *dockerEnv, skip string, err error) {
 		return e, "", err
 	}
 
-	// kernel/image.Load runs the docker CLI, which reads DOCKER_HOST.
+	// The docker CLI the benchmark compares with reads DOCKER_HOST.
 	os.Setenv("DOCKER_HOST", e.host)
 	os.Setenv("DOCKER_CONFIG", filepath.Join(dir, "cli"))
 	home := filepath.Join(dir, "home")
-	fwd := filepath.Join(dir, image.ForwarderName)
+	fwd := filepath.Join(dir, imagebuild.ForwarderName)
 	if err := sandboxtest.BuildForwarder(context.Background(), fwd); err != nil {
 		return e, "", err
 	}
-	if e.img, err = image.Build(home, image.BuildOptions{ForwarderPath: fwd}); err != nil {
+	if e.img, err = imagebuild.Build(home, imagebuild.BuildOptions{ForwarderPath: fwd}); err != nil {
 		return e, "", fmt.Errorf("building the sandbox image: %w", err)
 	}
-	if err := image.Load(e.img, "docker"); err != nil {
+	// Loaded as `agentnode sandbox build` does: by the backend.
+	ep, err := parseHost(e.host, "test")
+	if err != nil {
+		return e, "", err
+	}
+	b := newBackend(nil, ep, nil)
+	defer b.close()
+	if _, err := b.LoadImage(context.Background(), &sandbox.LoadImageRequest{Image: e.img.Ref, Layout: e.img.Layout}); err != nil {
 		return e, "", fmt.Errorf("loading the sandbox image: %w", err)
 	}
 	return e, "", nil
@@ -366,7 +374,7 @@ func spec(e *dockerEnv, pack, id string, args ...string) sandbox.Spec {
 	return sandbox.Spec{
 		RunID:      id,
 		Image:      e.img.Ref,
-		ImageID:    e.img.ConfigDigest,
+		ImageStore: e.img.Store,
 		PackageDir: pack,
 		Args:       args,
 		Env:        []string{"AGENTNODE_TEST=1"},

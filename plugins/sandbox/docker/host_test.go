@@ -98,24 +98,6 @@ func TestEndpointFor(t *testing.T) {
 	})
 }
 
-func TestLoadTag(t *testing.T) {
-	hex := strings.Repeat("0a", 32)
-	for ref, want := range map[string]string{
-		"agentnode/sandbox@sha256:" + hex:                  "agentnode/sandbox:0a0a0a0a0a0a",
-		"registry.example:5000/a/b@sha256:" + hex:          "registry.example:5000/a/b:0a0a0a0a0a0a",
-		"sha256:" + hex:                                    "",
-		"agentnode/sandbox:latest":                         "",
-		"agentnode/sandbox@sha256:" + hex[:10]:             "",
-		"agentnode/sandbox@sha256:" + hex + "zz":           "",
-		"@sha256:" + hex:                                   "",
-		"agentnode/sandbox@sha256:" + strings.ToUpper(hex): "",
-	} {
-		if got := loadTag(ref); got != want {
-			t.Errorf("loadTag(%q) = %q, want %q", ref, got, want)
-		}
-	}
-}
-
 func TestOrphaned(t *testing.T) {
 	self, err := processOwner(os.Getpid())
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
@@ -35,7 +36,8 @@ const (
 	callTimeout = 30 * time.Second
 )
 
-// Run runs req in a fresh container of the image req.ImageID, enforces its
+// Run runs req in a fresh container of the image req.Image (by the image ID
+// resolved in req.ImageStore, imagestore.ImageID), enforces its
 // timeout and ctx, and always removes the container and proves it gone
 // before returning.
 func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandbox.RunResponse, err error) {
@@ -46,7 +48,13 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := validateRunID(id); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := validateImageID(req.ImageID); err != nil {
+	// The image the host verified: the config digest its manifest names,
+	// read from the host's image store and checked against req.Image.
+	imageID, err := imagestore.ImageID(req.ImageStore, req.Image)
+	if err != nil {
+		return nil, fmt.Errorf("docker: run %s: image %s: %w", id, req.Image, err)
+	}
+	if err := validateImageID(imageID); err != nil {
 		return nil, fmt.Errorf("docker: run %s: %w", id, err)
 	}
 	if req.Timeout < 0 {
@@ -55,7 +63,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("docker: run %s: %w", id, context.Cause(ctx))
 	}
-	cs, err := containerConfig(req.Spec, b.owner)
+	cs, err := containerConfig(req.Spec, imageID, b.owner)
 	if err != nil {
 		return nil, fmt.Errorf("docker: run %s: %w", id, err)
 	}
@@ -89,7 +97,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		}
 		err = fmt.Errorf("docker: creating run %s: %w", id, err)
 		if cerrdefs.IsNotFound(err) {
-			err = fmt.Errorf("%w (the image %s is not in the engine; it is never pulled)", err, req.ImageID)
+			err = fmt.Errorf("%w (the image %s is not in the engine; it is never pulled)", err, imageID)
 		}
 		// The engine may have created it before the call failed (ctx
 		// ended mid-call): remove whatever carries the name or label.

@@ -141,9 +141,11 @@ func TestRunRefusals(t *testing.T) {
 	for name, mutate := range map[string]func(*sandbox.Spec){
 		"run id with a slash":   func(s *sandbox.Spec) { s.RunID = "a/b" },
 		"empty run id":          func(s *sandbox.Spec) { s.RunID = "" },
-		"image by tag":          func(s *sandbox.Spec) { s.ImageID = "busybox:latest" },
-		"image by ref":          func(s *sandbox.Spec) { s.ImageID = e.img.Ref },
-		"no image id":           func(s *sandbox.Spec) { s.ImageID = "" },
+		"image by tag":          func(s *sandbox.Spec) { s.Image = "busybox:latest" },
+		"image by id":           func(s *sandbox.Spec) { s.Image = e.img.ConfigDigest },
+		"image not in store":    func(s *sandbox.Spec) { s.Image = "agentnode/sandbox@sha256:" + strings.Repeat("e", 64) },
+		"no image store":        func(s *sandbox.Spec) { s.ImageStore = "" },
+		"relative image store":  func(s *sandbox.Spec) { s.ImageStore = "images" },
 		"no args":               func(s *sandbox.Spec) { s.Args = nil },
 		"relative package dir":  func(s *sandbox.Spec) { s.PackageDir = "pack" },
 		"env overriding HOME":   func(s *sandbox.Spec) { s.Env = []string{"HOME=/"} },
@@ -166,7 +168,8 @@ func TestRunRefusals(t *testing.T) {
 	t.Run("image missing", func(t *testing.T) {
 		id := newRunID(t, e, "noimage")
 		s := spec(e, pack, id, "true")
-		s.ImageID = "sha256:" + strings.Repeat("7", 64)
+		// A verified manifest naming a config the engine does not have.
+		s.ImageStore, s.Image = sandboxtest.FakeImageStore(t, "sha256:"+strings.Repeat("7", 64))
 		_, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s})
 		if err == nil || !strings.Contains(err.Error(), "never pulled") {
 			t.Fatalf("Run with a missing image: %v", err)
@@ -199,7 +202,7 @@ func TestRunHardeningStored(t *testing.T) {
 	e := testEnv(t)
 	id := newRunID(t, e, "stored")
 	s := spec(e, packDir(t), id, "true")
-	cs, err := containerConfig(s, "owner")
+	cs, err := containerConfig(s, e.img.ConfigDigest, "owner")
 	if err != nil {
 		t.Fatal(err)
 	}

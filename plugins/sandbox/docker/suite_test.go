@@ -7,7 +7,7 @@ import (
 )
 
 // TestConformance runs the shared conformance and escape suite against the
-// backend in-process, on the image kernel/image.Build makes (its /tmp is
+// backend in-process, on the image cmd/agentnode/imagebuild.Build makes (its /tmp is
 // 1777: Debian's runc 1.1 gives the tmpfs the image directory's mode),
 // loaded into a private dockerd. Nothing is skipped.
 func TestConformance(t *testing.T) {
@@ -36,5 +36,5 @@ func TestConformanceEgress(t *testing.T) {
 }
 
 func suiteConfig(e *dockerEnv) sandboxtest.Config {
-	return sandboxtest.Config{Image: e.img.Ref, ImageID: e.img.ConfigDigest}
+	return sandboxtest.Config{Image: e.img.Ref, ImageStore: e.img.Store}
 }

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 	"github.com/agentnode/agentnode/sdk/sandbox/stdiopipe"
@@ -105,18 +106,19 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 	if detail := cgroupProblem(); detail != "" {
 		return no(sandbox.ReasonIncompatible, "%s", detail)
 	}
-	if req.Rootfs == "" {
-		return no(sandbox.ReasonImageMissing, "no unpacked rootfs for %s (run `agentnode sandbox build`)", req.Image)
+	if req.ImageStore == "" {
+		return no(sandbox.ReasonImageMissing, "no image store holding %s (run `agentnode sandbox build`)", req.Image)
 	}
-	if !filepath.IsAbs(req.Rootfs) {
-		return no(sandbox.ReasonImageMissing, "rootfs path %q is not absolute", req.Rootfs)
+	rootfs, err := imagestore.RootfsDir(req.ImageStore, req.Image)
+	if err != nil {
+		return no(sandbox.ReasonImageMissing, "%v", err)
 	}
-	fi, err := os.Stat(req.Rootfs)
+	fi, err := os.Stat(rootfs)
 	if err != nil {
 		return no(sandbox.ReasonImageMissing, "rootfs of %s: %v", req.Image, err)
 	}
 	if !fi.IsDir() {
-		return no(sandbox.ReasonImageMissing, "rootfs %s is not a directory", req.Rootfs)
+		return no(sandbox.ReasonImageMissing, "rootfs %s is not a directory", rootfs)
 	}
 	// The host asks before every sandboxed run: let that run's first
 	// cgroup migration find the kernel's lock warm (warmup.go). When no
@@ -230,8 +232,10 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := validateRunID(id); err != nil {
 		return nil, err
 	}
-	if req.Rootfs == "" || !filepath.IsAbs(req.Rootfs) {
-		return nil, fmt.Errorf("libcontainer: run %s: rootfs %q must be an absolute path", id, req.Rootfs)
+	// The unpacked rootfs of the image the host verified in its store.
+	rootfs, err := imagestore.RootfsDir(req.ImageStore, req.Image)
+	if err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, context.Cause(ctx))
@@ -241,14 +245,13 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
 	if req.EgressSocket != "" {
-		if err := checkEgressImage(req.Rootfs); err != nil {
+		if err := checkEgressImage(rootfs); err != nil {
 			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 		}
 	}
 	if err := b.ensureStateRoot(); err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
-	rootfs := filepath.Clean(req.Rootfs)
 	baseline, err := countMountsUnder(rootfs)
 	if err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)

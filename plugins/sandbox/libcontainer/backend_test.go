@@ -42,17 +42,26 @@ func run(t *testing.T, c sandbox.Backend, s sandbox.Spec, stdin []byte) (*sandbo
 func TestAvailability(t *testing.T) {
 	b, fx := setup(t)
 	ctx := t.Context()
+	// A store whose rootfs of the image is a file.
+	fileStore := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(fileStore, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fileStore, "rootfs", strings.Repeat("1", 64)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
-		name, rootfs, reason string
+		name, image, store, reason string
 	}{
-		{"ok", fx.Rootfs, ""},
-		{"empty rootfs", "", sandbox.ReasonImageMissing},
-		{"missing rootfs", filepath.Join(fx.Rootfs, "does-not-exist"), sandbox.ReasonImageMissing},
-		{"relative rootfs", "rootfs", sandbox.ReasonImageMissing},
-		{"rootfs is a file", filepath.Join(fx.Rootfs, "etc", "passwd"), sandbox.ReasonImageMissing},
+		{"ok", fx.Image, fx.Store, ""},
+		{"no store", fx.Image, "", sandbox.ReasonImageMissing},
+		{"image not unpacked", "x@sha256:" + strings.Repeat("2", 64), fx.Store, sandbox.ReasonImageMissing},
+		{"relative store", fx.Image, "images", sandbox.ReasonImageMissing},
+		{"image by tag", "x:latest", fx.Store, sandbox.ReasonImageMissing},
+		{"rootfs is a file", fx.Image, fileStore, sandbox.ReasonImageMissing},
 	}
 	for _, tc := range cases {
-		resp, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: "x@sha256:1", Rootfs: tc.rootfs})
+		resp, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: tc.image, ImageStore: tc.store})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -71,7 +80,7 @@ func TestAvailability(t *testing.T) {
 func TestAvailabilityNotRoot(t *testing.T) {
 	b := newBackend(nil)
 	b.geteuid = func() int { return 1000 }
-	resp, err := b.Availability(t.Context(), &sandbox.AvailabilityRequest{Rootfs: "/"})
+	resp, err := b.Availability(t.Context(), &sandbox.AvailabilityRequest{ImageStore: "/"})
 	if err != nil || resp.Available || resp.Reason != sandbox.ReasonNotPermitted {
 		t.Fatalf("got %+v, %v; want not_permitted", resp, err)
 	}
@@ -89,7 +98,7 @@ func TestRunIDValidation(t *testing.T) {
 		}
 	}
 	// Run refuses before touching anything.
-	_, err := newBackend(nil).Run(t.Context(), &sandbox.RunRequest{Spec: sandbox.Spec{RunID: "../../etc", Rootfs: "/"}})
+	_, err := newBackend(nil).Run(t.Context(), &sandbox.RunRequest{Spec: sandbox.Spec{RunID: "../../etc", ImageStore: "/"}})
 	if err == nil {
 		t.Fatal("Run accepted an invalid run id")
 	}
@@ -616,7 +625,7 @@ func TestSeccompSupport(t *testing.T) {
 	}
 	b := newBackend(nil)
 	b.geteuid = func() int { return 0 }
-	resp, err := b.Availability(t.Context(), &sandbox.AvailabilityRequest{Rootfs: "/"})
+	resp, err := b.Availability(t.Context(), &sandbox.AvailabilityRequest{ImageStore: "/"})
 	if err != nil || resp.Available || resp.Reason != sandbox.ReasonIncompatible || !strings.Contains(resp.Detail, "seccomp") {
 		t.Fatalf("got %+v, %v; want incompatible (seccomp)", resp, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
@@ -63,9 +64,14 @@ func TestCheckEgressImage(t *testing.T) {
 // not written to (runc would create the missing mount point in it).
 func TestEgressRunRefusesOldImage(t *testing.T) {
 	b, fx := setup(t)
-	old := t.TempDir()
+	store := t.TempDir()
+	oldImage := "old@sha256:" + strings.Repeat("0a", 32)
+	old, err := imagestore.RootfsDir(store, oldImage)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{"bin", "tmp", "pack", "proc", "sys", "dev"} {
-		if err := os.Mkdir(filepath.Join(old, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(old, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +85,7 @@ func TestEgressRunRefusesOldImage(t *testing.T) {
 	os.Chmod(sock, 0o666)
 	id := newID(t, b, "egress-old")
 	s := spec(fx, id, "/bin/true")
-	s.Rootfs, s.EgressSocket = old, sock
+	s.Image, s.ImageStore, s.EgressSocket = oldImage, store, sock
 	resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s})
 	if err == nil || !strings.Contains(err.Error(), "sandbox build") {
 		t.Fatalf("egress run on an image without the forwarder: %+v, %v", resp, err)

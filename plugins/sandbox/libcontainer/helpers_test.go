@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
@@ -89,10 +90,18 @@ func skipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Skip(msg)
 }
 
-// fixture is a tiny rootfs (static busybox) and a package dir, built once.
+// fixture is a tiny rootfs (static busybox), unpacked as the image
+// fixtureImage in an image store (sdk/sandbox/imagestore), and a package
+// dir, built once.
 type fixture struct {
-	Rootfs, Pack string
+	Store, Image string // Spec.ImageStore and Spec.Image
+	Rootfs       string // the image's rootfs in Store
+	Pack         string
 }
+
+// fixtureImage is the fixture's image reference (no manifest: libcontainer
+// runs the rootfs).
+var fixtureImage = "agentnode-test@sha256:" + strings.Repeat("1", 64)
 
 func buildFixture() (string, error) {
 	dir, err := os.MkdirTemp("", "agentnode-libcontainer-test-")
@@ -102,7 +111,10 @@ func buildFixture() (string, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return dir, err
 	}
-	root := filepath.Join(dir, "rootfs")
+	root, err := imagestore.RootfsDir(filepath.Join(dir, "images"), fixtureImage)
+	if err != nil {
+		return dir, err
+	}
 	for _, d := range []string{"bin", "tmp", "sandbox-home", "pack", "proc", "sys", "dev", "etc"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return dir, err
@@ -135,7 +147,7 @@ func buildFixture() (string, error) {
 		return dir, err
 	}
 	// Sealed egress: the forwarder and the socket's mount point, where
-	// kernel/image's build puts them.
+	// cmd/agentnode/imagebuild's build puts them.
 	fwd := filepath.Join(root, profile.EgressForwarderPath)
 	if err := os.MkdirAll(filepath.Dir(fwd), 0o755); err != nil {
 		return dir, err
@@ -171,14 +183,15 @@ func setup(tb testing.TB) (*backend, fixture) {
 	if fixtureErr != nil {
 		skipOrFail(tb, "cannot build test rootfs: %v", fixtureErr)
 	}
-	fx := fixture{Rootfs: filepath.Join(fixtureDir, "rootfs"), Pack: filepath.Join(fixtureDir, "pack")}
+	fx := fixture{Store: filepath.Join(fixtureDir, "images"), Image: fixtureImage, Pack: filepath.Join(fixtureDir, "pack")}
+	fx.Rootfs, _ = imagestore.RootfsDir(fx.Store, fx.Image)
 	stateRoot, cgroupParent, err := ownPlaces()
 	if err != nil {
 		tb.Fatalf("state root: %v", err)
 	}
 	b := newBackend(hclog.New(&hclog.LoggerOptions{Name: "libcontainer-test", Output: os.Stderr, Level: hclog.Warn}))
 	b.stateRoot, b.cgroupParent = stateRoot, cgroupParent
-	resp, err := b.Availability(tb.Context(), &sandbox.AvailabilityRequest{Image: "test@sha256:0", Rootfs: fx.Rootfs})
+	resp, err := b.Availability(tb.Context(), &sandbox.AvailabilityRequest{Image: fx.Image, ImageStore: fx.Store})
 	if err != nil {
 		tb.Fatalf("Availability: %v", err)
 	}
@@ -245,9 +258,9 @@ func assertNoLeftovers(tb testing.TB, b *backend, fx fixture, id string) {
 func spec(fx fixture, id string, args ...string) sandbox.Spec {
 	return sandbox.Spec{
 		RunID:      id,
-		Image:      "test@sha256:" + strings.Repeat("1", 64),
+		Image:      fx.Image,
+		ImageStore: fx.Store,
 		PackageDir: fx.Pack,
-		Rootfs:     fx.Rootfs,
 		Args:       args,
 		Env:        []string{"AGENTNODE_TEST=1"},
 	}

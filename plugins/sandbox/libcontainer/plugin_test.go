@@ -69,7 +69,7 @@ func TestPluginBinary(t *testing.T) {
 	if err != nil || inf.Name != "libcontainer" || inf.Kind != plugin.KindSandbox {
 		t.Fatalf("Info = %+v, %v", inf, err)
 	}
-	av, err := c.Availability(t.Context(), &sandbox.AvailabilityRequest{Image: "x@sha256:1", Rootfs: fx.Rootfs})
+	av, err := c.Availability(t.Context(), &sandbox.AvailabilityRequest{Image: fx.Image, ImageStore: fx.Store})
 	if err != nil || !av.Available {
 		t.Fatalf("Availability = %+v, %v", av, err)
 	}

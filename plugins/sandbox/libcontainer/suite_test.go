@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
@@ -28,7 +27,7 @@ func TestConformanceEgress(t *testing.T) {
 
 func suiteConfig(fx fixture) sandboxtest.Config {
 	return sandboxtest.Config{
-		Image:  "agentnode-test@sha256:" + strings.Repeat("1", 64),
-		Rootfs: fx.Rootfs,
+		Image:      fx.Image,
+		ImageStore: fx.Store,
 	}
 }

@@ -25,7 +25,7 @@ func testParams() runParams {
 func testSpec(t *testing.T, mod func(*sandbox.Spec)) *specs.Spec {
 	t.Helper()
 	run := sandbox.Spec{
-		RunID: "run-1", ImageID: "sha256:" + testImageHex, PackageDir: "/srv/pack",
+		RunID: "run-1", Image: "agentnode/sandbox@sha256:" + testImageHex, ImageStore: "/var/lib/agentnode/images", PackageDir: "/srv/pack",
 		Args: []string{"/pack/tool", "--flag", "a b", `["x"]`}, Env: []string{"FOO=bar", "MULTI=a,b c"},
 		Limits: sandbox.Limits{MemoryBytes: 64 << 20, Pids: 100, CPUs: 0.5, TmpBytes: 8 << 20},
 	}
@@ -212,7 +212,7 @@ func TestRunArgsRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if c.run != nil {
 				// ForRun may refuse it already; then so does the backend.
-				run := sandbox.Spec{RunID: "r", ImageID: "sha256:" + testImageHex, PackageDir: "/srv/pack", Args: []string{"/pack/x"}}
+				run := sandbox.Spec{RunID: "r", Image: "agentnode/sandbox@sha256:" + testImageHex, ImageStore: "/var/lib/agentnode/images", PackageDir: "/srv/pack", Args: []string{"/pack/x"}}
 				c.run(&run)
 				s, err := profile.ForRun(run)
 				if err != nil {

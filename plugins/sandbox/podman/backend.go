@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
@@ -146,12 +147,8 @@ func (b *backend) imagePresent(ctx context.Context, e *engine, ref string) (stri
 	}
 	var lastErr error
 	for _, cand := range []string{name + ":" + digest[:12], ref} {
-		out, err := e.call(ctx, "image", "inspect", "--format", "{{.Id}}", cand)
+		id, err := e.imageID(ctx, cand)
 		if err == nil {
-			id := strings.TrimPrefix(strings.TrimSpace(string(out)), "sha256:")
-			if !hexID.MatchString(id) {
-				return "", fmt.Errorf("podman image inspect %s: unexpected ID %q", cand, id)
-			}
 			return id, nil
 		}
 		lastErr = err
@@ -211,7 +208,13 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("podman: run %s: %w", id, context.Cause(ctx))
 	}
-	imageHex, err := parseImageID(req.ImageID)
+	// The image the host verified: the config digest its manifest names,
+	// read from the host's image store and checked against req.Image.
+	imageID, err := imagestore.ImageID(req.ImageStore, req.Image)
+	if err != nil {
+		return nil, fmt.Errorf("podman: run %s: image %s: %w", id, req.Image, err)
+	}
+	imageHex, err := parseImageID(imageID)
 	if err != nil {
 		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}
@@ -219,9 +222,8 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err != nil {
 		return nil, fmt.Errorf("podman: run %s: podman is unavailable: %w", id, err)
 	}
-	spec := req.Spec
-	spec.Rootfs = "" // podman runs the image, not a directory
-	s, err := profile.ForRun(spec)
+	// podman runs the image, not the profile's Root.Path.
+	s, err := profile.ForRun(req.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 func TestRunRoundTrip(t *testing.T) {
@@ -254,17 +255,22 @@ func TestRunImageMissing(t *testing.T) {
 	b, fx := setup(t)
 	id := newID(t, "noimg")
 	s := spec(fx, id, "true")
-	s.ImageID = "sha256:" + strings.Repeat("ab", 32)
+	// A verified manifest naming a config podman does not have.
+	s.ImageStore, s.Image = sandboxtest.FakeImageStore(t, "sha256:"+strings.Repeat("ab", 32))
 	resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s})
 	if err == nil {
 		t.Fatalf("Run = %+v, want an error", resp)
 	}
 	assertGone(t, b, id)
 
-	// A tag or name is never accepted as the image: only the ID.
-	s.ImageID = fx.Img.Tag()
-	if resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s}); err == nil {
-		t.Fatalf("Run with a tag as ImageID = %+v", resp)
+	// A tag or name is never accepted as the image: only a pinned
+	// reference, resolved in the store to the ID.
+	s = spec(fx, id, "true")
+	for _, img := range []string{fx.Img.Tag(), fx.Img.ConfigDigest, "agentnode/sandbox@sha256:" + strings.Repeat("e", 64)} {
+		s.Image = img
+		if resp, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s}); err == nil {
+			t.Fatalf("Run with %s as the image = %+v", img, resp)
+		}
 	}
 }
 
@@ -290,8 +296,10 @@ func TestRunRefusesBadRequests(t *testing.T) {
 	bad := []func(*sandbox.Spec){
 		func(s *sandbox.Spec) { s.RunID = "../escape" },
 		func(s *sandbox.Spec) { s.RunID = "" },
-		func(s *sandbox.Spec) { s.ImageID = "" },
-		func(s *sandbox.Spec) { s.ImageID = "busybox" },
+		func(s *sandbox.Spec) { s.Image = "" },
+		func(s *sandbox.Spec) { s.Image = "busybox" },
+		func(s *sandbox.Spec) { s.ImageStore = "" },
+		func(s *sandbox.Spec) { s.ImageStore = "images" },
 		func(s *sandbox.Spec) { s.Args = nil },
 		func(s *sandbox.Spec) { s.PackageDir = "relative" },
 		func(s *sandbox.Spec) { s.Env = []string{"PATH=/evil"} },
@@ -663,7 +671,8 @@ func TestAvailabilityReasons(t *testing.T) {
 	writeScript(t, filepath.Join(dir, "podman"), `case "$*" in *--version*) echo 'podman version 4.3.1';; *info*) echo '{"host":{"security":{"rootless":true}}}';; esac`)
 	check(sandbox.ReasonNotPermitted) // podman reports rootless
 
-	if _, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: sandbox.Spec{RunID: "x", ImageID: "sha256:" + testImageHex, PackageDir: "/x", Args: []string{"true"}}}); err == nil {
+	store, ref := sandboxtest.FakeImageStore(t, "sha256:"+testImageHex)
+	if _, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: sandbox.Spec{RunID: "x", Image: ref, ImageStore: store, PackageDir: "/x", Args: []string{"true"}}}); err == nil {
 		t.Error("Run on an unavailable podman succeeded")
 	}
 	if _, err := b.Availability(t.Context(), nil); err == nil {

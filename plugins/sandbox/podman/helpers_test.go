@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
@@ -97,8 +98,8 @@ func skipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Skip(msg)
 }
 
-// fixture is the sandbox image, built by kernel/image and loaded into
-// podman, and a package directory.
+// fixture is the sandbox image, built by cmd/agentnode/imagebuild and
+// loaded into podman by the backend, and a package directory.
 type fixture struct {
 	Img  *image.Image
 	Pack string
@@ -112,14 +113,19 @@ func buildFixture() error {
 	if err := os.Chmod(fixtureHome, 0o755); err != nil {
 		return err
 	}
-	fwd := filepath.Join(fixtureHome, image.ForwarderName)
+	fwd := filepath.Join(fixtureHome, imagebuild.ForwarderName)
 	if err := sandboxtest.BuildForwarder(context.Background(), fwd); err != nil {
 		return err
 	}
-	if fixtureImg, err = image.Build(filepath.Join(fixtureHome, "home"), image.BuildOptions{ForwarderPath: fwd}); err != nil {
+	if fixtureImg, err = imagebuild.Build(filepath.Join(fixtureHome, "home"), imagebuild.BuildOptions{ForwarderPath: fwd}); err != nil {
 		return fmt.Errorf("building the sandbox image: %w", err)
 	}
-	if err := image.Load(fixtureImg, "podman"); err != nil {
+	// Loaded as `agentnode sandbox build` does: by the backend.
+	b := newBackend(testLogger())
+	if b.stateDir, b.cgroupParent, err = ownPlaces(); err != nil {
+		return err
+	}
+	if _, err := b.LoadImage(context.Background(), &sandbox.LoadImageRequest{Image: fixtureImg.Ref, Layout: fixtureImg.Layout}); err != nil {
 		return fmt.Errorf("loading the sandbox image into podman: %w", err)
 	}
 	fixturePack = filepath.Join(fixtureHome, "pack")
@@ -244,7 +250,7 @@ func spec(fx fixture, id string, args ...string) sandbox.Spec {
 	return sandbox.Spec{
 		RunID:      id,
 		Image:      fx.Img.Ref,
-		ImageID:    fx.Img.ConfigDigest,
+		ImageStore: fx.Img.Store,
 		PackageDir: fx.Pack,
 		Args:       args,
 		Env:        []string{"AGENTNODE_TEST=1"},

@@ -27,7 +27,7 @@ func TestConformanceEgress(t *testing.T) {
 
 func suiteConfig(fx fixture) sandboxtest.Config {
 	return sandboxtest.Config{
-		Image:   fx.Img.Ref,
-		ImageID: fx.Img.ConfigDigest,
+		Image:      fx.Img.Ref,
+		ImageStore: fx.Img.Store,
 	}
 }

@@ -21,19 +21,145 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LoadImageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // name@sha256:<manifest hex>, the pinned reference
+	// Host path of an OCI image layout holding the image. The backend checks
+	// every blob it reads against its digest (the manifest against the one in
+	// image) and loads nothing else.
+	Layout string `protobuf:"bytes,2,opt,name=layout,proto3" json:"layout,omitempty"`
+	// Load nothing: only report whether the engine has the image.
+	CheckOnly     bool `protobuf:"varint,3,opt,name=check_only,json=checkOnly,proto3" json:"check_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadImageRequest) Reset() {
+	*x = LoadImageRequest{}
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadImageRequest) ProtoMessage() {}
+
+func (x *LoadImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadImageRequest.ProtoReflect.Descriptor instead.
+func (*LoadImageRequest) Descriptor() ([]byte, []int) {
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LoadImageRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *LoadImageRequest) GetLayout() string {
+	if x != nil {
+		return x.Layout
+	}
+	return ""
+}
+
+func (x *LoadImageRequest) GetCheckOnly() bool {
+	if x != nil {
+		return x.CheckOnly
+	}
+	return false
+}
+
+type LoadImageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine has the image: its image ID is the image's config digest.
+	Present bool `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
+	// The engine's image ID (sha256:...), the config digest; set when present.
+	ImageId       string `protobuf:"bytes,2,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadImageResponse) Reset() {
+	*x = LoadImageResponse{}
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadImageResponse) ProtoMessage() {}
+
+func (x *LoadImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadImageResponse.ProtoReflect.Descriptor instead.
+func (*LoadImageResponse) Descriptor() ([]byte, []int) {
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LoadImageResponse) GetPresent() bool {
+	if x != nil {
+		return x.Present
+	}
+	return false
+}
+
+func (x *LoadImageResponse) GetImageId() string {
+	if x != nil {
+		return x.ImageId
+	}
+	return ""
+}
+
+func (x *LoadImageResponse) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 type AvailabilityRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // name@sha256:...
-	// Host path of the image's unpacked, verified root filesystem, for
-	// backends that run from a directory (libcontainer). Empty otherwise.
-	Rootfs        string `protobuf:"bytes,2,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
+	// Host path of the image store in which the host verified image (see
+	// RunSpec.image_store). Empty when no image is asked about.
+	ImageStore    string `protobuf:"bytes,3,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AvailabilityRequest) Reset() {
 	*x = AvailabilityRequest{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[0]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +171,7 @@ func (x *AvailabilityRequest) String() string {
 func (*AvailabilityRequest) ProtoMessage() {}
 
 func (x *AvailabilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[0]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +184,7 @@ func (x *AvailabilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AvailabilityRequest.ProtoReflect.Descriptor instead.
 func (*AvailabilityRequest) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AvailabilityRequest) GetImage() string {
@@ -68,9 +194,9 @@ func (x *AvailabilityRequest) GetImage() string {
 	return ""
 }
 
-func (x *AvailabilityRequest) GetRootfs() string {
+func (x *AvailabilityRequest) GetImageStore() string {
 	if x != nil {
-		return x.Rootfs
+		return x.ImageStore
 	}
 	return ""
 }
@@ -87,7 +213,7 @@ type AvailabilityResponse struct {
 
 func (x *AvailabilityResponse) Reset() {
 	*x = AvailabilityResponse{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[1]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +225,7 @@ func (x *AvailabilityResponse) String() string {
 func (*AvailabilityResponse) ProtoMessage() {}
 
 func (x *AvailabilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[1]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +238,7 @@ func (x *AvailabilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AvailabilityResponse.ProtoReflect.Descriptor instead.
 func (*AvailabilityResponse) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AvailabilityResponse) GetAvailable() bool {
@@ -148,7 +274,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[2]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +286,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[2]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +299,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Limits) GetMemoryBytes() int64 {
@@ -214,25 +340,26 @@ type RunSpec struct {
 	Limits     *Limits                `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
 	TimeoutMs  int64                  `protobuf:"varint,7,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	Network    bool                   `protobuf:"varint,8,opt,name=network,proto3" json:"network,omitempty"` // false: loopback only
-	// Host path of the image's unpacked, verified root filesystem (see
-	// AvailabilityRequest.rootfs).
-	Rootfs string `protobuf:"bytes,9,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
-	// The image's config digest (sha256:...), which Docker and Podman report
-	// as the image ID: backends check it before every run.
-	ImageId string `protobuf:"bytes,10,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
 	// Host path of a unix socket (the host-side CONNECT proxy of sealed
 	// egress). Set: the backend mounts it at /run/agentnode/egress.sock, the
 	// image's egress forwarder (pid 1) serves it as an HTTP proxy on the
 	// container's 127.0.0.1, HTTPS_PROXY and friends point there, and the
 	// network stays loopback only. Empty: no egress at all.
-	EgressSocket  string `protobuf:"bytes,11,opt,name=egress_socket,json=egressSocket,proto3" json:"egress_socket,omitempty"`
+	EgressSocket string `protobuf:"bytes,11,opt,name=egress_socket,json=egressSocket,proto3" json:"egress_socket,omitempty"`
+	// Host path of the image store in which the host verified image just
+	// before the run (sdk/sandbox/imagestore): an OCI layout at oci/ and the
+	// unpacked root filesystems at rootfs/<manifest hex>. Each backend
+	// resolves image there to what it runs: libcontainer the rootfs, Docker
+	// and Podman the image ID (the config digest) named by the manifest,
+	// which it checks against image's digest.
+	ImageStore    string `protobuf:"bytes,12,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunSpec) Reset() {
 	*x = RunSpec{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[3]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +371,7 @@ func (x *RunSpec) String() string {
 func (*RunSpec) ProtoMessage() {}
 
 func (x *RunSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[3]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +384,7 @@ func (x *RunSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSpec.ProtoReflect.Descriptor instead.
 func (*RunSpec) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunSpec) GetRunId() string {
@@ -316,23 +443,16 @@ func (x *RunSpec) GetNetwork() bool {
 	return false
 }
 
-func (x *RunSpec) GetRootfs() string {
-	if x != nil {
-		return x.Rootfs
-	}
-	return ""
-}
-
-func (x *RunSpec) GetImageId() string {
-	if x != nil {
-		return x.ImageId
-	}
-	return ""
-}
-
 func (x *RunSpec) GetEgressSocket() string {
 	if x != nil {
 		return x.EgressSocket
+	}
+	return ""
+}
+
+func (x *RunSpec) GetImageStore() string {
+	if x != nil {
+		return x.ImageStore
 	}
 	return ""
 }
@@ -352,7 +472,7 @@ type RunInput struct {
 
 func (x *RunInput) Reset() {
 	*x = RunInput{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[4]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +484,7 @@ func (x *RunInput) String() string {
 func (*RunInput) ProtoMessage() {}
 
 func (x *RunInput) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[4]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +497,7 @@ func (x *RunInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInput.ProtoReflect.Descriptor instead.
 func (*RunInput) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunInput) GetMsg() isRunInput_Msg {
@@ -471,7 +591,7 @@ type RunExit struct {
 
 func (x *RunExit) Reset() {
 	*x = RunExit{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[5]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +603,7 @@ func (x *RunExit) String() string {
 func (*RunExit) ProtoMessage() {}
 
 func (x *RunExit) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[5]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +616,7 @@ func (x *RunExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunExit.ProtoReflect.Descriptor instead.
 func (*RunExit) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunExit) GetExitCode() int32 {
@@ -555,7 +675,7 @@ type RunOutput struct {
 
 func (x *RunOutput) Reset() {
 	*x = RunOutput{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +687,7 @@ func (x *RunOutput) String() string {
 func (*RunOutput) ProtoMessage() {}
 
 func (x *RunOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +700,7 @@ func (x *RunOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunOutput.ProtoReflect.Descriptor instead.
 func (*RunOutput) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunOutput) GetMsg() isRunOutput_Msg {
@@ -643,10 +763,20 @@ var File_agentnode_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentnode/v1/sandbox.proto\x12\fagentnode.v1\x1a\x19agentnode/v1/common.proto\"C\n" +
-	"\x13AvailabilityRequest\x12\x14\n" +
+	"\x1aagentnode/v1/sandbox.proto\x12\fagentnode.v1\x1a\x19agentnode/v1/common.proto\"_\n" +
+	"\x10LoadImageRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
-	"\x06rootfs\x18\x02 \x01(\tR\x06rootfs\"d\n" +
+	"\x06layout\x18\x02 \x01(\tR\x06layout\x12\x1d\n" +
+	"\n" +
+	"check_only\x18\x03 \x01(\bR\tcheckOnly\"`\n" +
+	"\x11LoadImageResponse\x12\x18\n" +
+	"\apresent\x18\x01 \x01(\bR\apresent\x12\x19\n" +
+	"\bimage_id\x18\x02 \x01(\tR\aimageId\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"R\n" +
+	"\x13AvailabilityRequest\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
+	"\vimage_store\x18\x03 \x01(\tR\n" +
+	"imageStoreJ\x04\b\x02\x10\x03\"d\n" +
 	"\x14AvailabilityResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
@@ -655,7 +785,7 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xbc\x02\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xb6\x02\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -666,11 +796,12 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\x06limits\x18\x06 \x01(\v2\x14.agentnode.v1.LimitsR\x06limits\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\a \x01(\x03R\ttimeoutMs\x12\x18\n" +
-	"\anetwork\x18\b \x01(\bR\anetwork\x12\x16\n" +
-	"\x06rootfs\x18\t \x01(\tR\x06rootfs\x12\x19\n" +
-	"\bimage_id\x18\n" +
-	" \x01(\tR\aimageId\x12#\n" +
-	"\regress_socket\x18\v \x01(\tR\fegressSocket\"\x8f\x01\n" +
+	"\anetwork\x18\b \x01(\bR\anetwork\x12#\n" +
+	"\regress_socket\x18\v \x01(\tR\fegressSocket\x12\x1f\n" +
+	"\vimage_store\x18\f \x01(\tR\n" +
+	"imageStoreJ\x04\b\t\x10\n" +
+	"J\x04\b\n" +
+	"\x10\v\"\x8f\x01\n" +
 	"\bRunInput\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.agentnode.v1.RunSpecH\x00R\x04spec\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
@@ -690,11 +821,12 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12+\n" +
 	"\x04exit\x18\x03 \x01(\v2\x15.agentnode.v1.RunExitH\x00R\x04exitB\x05\n" +
-	"\x03msg2\xd3\x01\n" +
+	"\x03msg2\xa1\x02\n" +
 	"\aSandbox\x125\n" +
 	"\x04Info\x12\x19.agentnode.v1.InfoRequest\x1a\x12.agentnode.v1.Info\x12U\n" +
 	"\fAvailability\x12!.agentnode.v1.AvailabilityRequest\x1a\".agentnode.v1.AvailabilityResponse\x12:\n" +
-	"\x03Run\x12\x16.agentnode.v1.RunInput\x1a\x17.agentnode.v1.RunOutput(\x010\x01B6Z4github.com/agentnode/agentnode/sdk/proto/agentnodev1b\x06proto3"
+	"\x03Run\x12\x16.agentnode.v1.RunInput\x1a\x17.agentnode.v1.RunOutput(\x010\x01\x12L\n" +
+	"\tLoadImage\x12\x1e.agentnode.v1.LoadImageRequest\x1a\x1f.agentnode.v1.LoadImageResponseB6Z4github.com/agentnode/agentnode/sdk/proto/agentnodev1b\x06proto3"
 
 var (
 	file_agentnode_v1_sandbox_proto_rawDescOnce sync.Once
@@ -708,33 +840,37 @@ func file_agentnode_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_agentnode_v1_sandbox_proto_rawDescData
 }
 
-var file_agentnode_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentnode_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_agentnode_v1_sandbox_proto_goTypes = []any{
-	(*AvailabilityRequest)(nil),  // 0: agentnode.v1.AvailabilityRequest
-	(*AvailabilityResponse)(nil), // 1: agentnode.v1.AvailabilityResponse
-	(*Limits)(nil),               // 2: agentnode.v1.Limits
-	(*RunSpec)(nil),              // 3: agentnode.v1.RunSpec
-	(*RunInput)(nil),             // 4: agentnode.v1.RunInput
-	(*RunExit)(nil),              // 5: agentnode.v1.RunExit
-	(*RunOutput)(nil),            // 6: agentnode.v1.RunOutput
-	(*InfoRequest)(nil),          // 7: agentnode.v1.InfoRequest
-	(*Info)(nil),                 // 8: agentnode.v1.Info
+	(*LoadImageRequest)(nil),     // 0: agentnode.v1.LoadImageRequest
+	(*LoadImageResponse)(nil),    // 1: agentnode.v1.LoadImageResponse
+	(*AvailabilityRequest)(nil),  // 2: agentnode.v1.AvailabilityRequest
+	(*AvailabilityResponse)(nil), // 3: agentnode.v1.AvailabilityResponse
+	(*Limits)(nil),               // 4: agentnode.v1.Limits
+	(*RunSpec)(nil),              // 5: agentnode.v1.RunSpec
+	(*RunInput)(nil),             // 6: agentnode.v1.RunInput
+	(*RunExit)(nil),              // 7: agentnode.v1.RunExit
+	(*RunOutput)(nil),            // 8: agentnode.v1.RunOutput
+	(*InfoRequest)(nil),          // 9: agentnode.v1.InfoRequest
+	(*Info)(nil),                 // 10: agentnode.v1.Info
 }
 var file_agentnode_v1_sandbox_proto_depIdxs = []int32{
-	2, // 0: agentnode.v1.RunSpec.limits:type_name -> agentnode.v1.Limits
-	3, // 1: agentnode.v1.RunInput.spec:type_name -> agentnode.v1.RunSpec
-	5, // 2: agentnode.v1.RunOutput.exit:type_name -> agentnode.v1.RunExit
-	7, // 3: agentnode.v1.Sandbox.Info:input_type -> agentnode.v1.InfoRequest
-	0, // 4: agentnode.v1.Sandbox.Availability:input_type -> agentnode.v1.AvailabilityRequest
-	4, // 5: agentnode.v1.Sandbox.Run:input_type -> agentnode.v1.RunInput
-	8, // 6: agentnode.v1.Sandbox.Info:output_type -> agentnode.v1.Info
-	1, // 7: agentnode.v1.Sandbox.Availability:output_type -> agentnode.v1.AvailabilityResponse
-	6, // 8: agentnode.v1.Sandbox.Run:output_type -> agentnode.v1.RunOutput
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4,  // 0: agentnode.v1.RunSpec.limits:type_name -> agentnode.v1.Limits
+	5,  // 1: agentnode.v1.RunInput.spec:type_name -> agentnode.v1.RunSpec
+	7,  // 2: agentnode.v1.RunOutput.exit:type_name -> agentnode.v1.RunExit
+	9,  // 3: agentnode.v1.Sandbox.Info:input_type -> agentnode.v1.InfoRequest
+	2,  // 4: agentnode.v1.Sandbox.Availability:input_type -> agentnode.v1.AvailabilityRequest
+	6,  // 5: agentnode.v1.Sandbox.Run:input_type -> agentnode.v1.RunInput
+	0,  // 6: agentnode.v1.Sandbox.LoadImage:input_type -> agentnode.v1.LoadImageRequest
+	10, // 7: agentnode.v1.Sandbox.Info:output_type -> agentnode.v1.Info
+	3,  // 8: agentnode.v1.Sandbox.Availability:output_type -> agentnode.v1.AvailabilityResponse
+	8,  // 9: agentnode.v1.Sandbox.Run:output_type -> agentnode.v1.RunOutput
+	1,  // 10: agentnode.v1.Sandbox.LoadImage:output_type -> agentnode.v1.LoadImageResponse
+	7,  // [7:11] is the sub-list for method output_type
+	3,  // [3:7] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_agentnode_v1_sandbox_proto_init() }
@@ -743,13 +879,13 @@ func file_agentnode_v1_sandbox_proto_init() {
 		return
 	}
 	file_agentnode_v1_common_proto_init()
-	file_agentnode_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
+	file_agentnode_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
 		(*RunInput_Spec)(nil),
 		(*RunInput_Stdin)(nil),
 		(*RunInput_CloseStdin)(nil),
 		(*RunInput_Stop)(nil),
 	}
-	file_agentnode_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
+	file_agentnode_v1_sandbox_proto_msgTypes[8].OneofWrappers = []any{
 		(*RunOutput_Stdout)(nil),
 		(*RunOutput_Stderr)(nil),
 		(*RunOutput_Exit)(nil),
@@ -760,7 +896,7 @@ func file_agentnode_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnode_v1_sandbox_proto_rawDesc), len(file_agentnode_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	Sandbox_Info_FullMethodName         = "/agentnode.v1.Sandbox/Info"
 	Sandbox_Availability_FullMethodName = "/agentnode.v1.Sandbox/Availability"
 	Sandbox_Run_FullMethodName          = "/agentnode.v1.Sandbox/Run"
+	Sandbox_LoadImage_FullMethodName    = "/agentnode.v1.Sandbox/LoadImage"
 )
 
 // SandboxClient is the client API for Sandbox service.
@@ -36,6 +37,12 @@ type SandboxClient interface {
 	// ones carry stdin bytes and finally close_stdin. Outputs carry stdout and
 	// stderr chunks and exactly one final exit message.
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunInput, RunOutput], error)
+	// LoadImage is optional: backends that run images from their engine's own
+	// image store (Docker, Podman) load an image into it, or only report
+	// whether the engine has it (check_only). A backend that runs the host's
+	// verified rootfs directly (libcontainer) does not implement it and
+	// answers UNIMPLEMENTED: it needs no load.
+	LoadImage(ctx context.Context, in *LoadImageRequest, opts ...grpc.CallOption) (*LoadImageResponse, error)
 }
 
 type sandboxClient struct {
@@ -79,6 +86,16 @@ func (c *sandboxClient) Run(ctx context.Context, opts ...grpc.CallOption) (grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Sandbox_RunClient = grpc.BidiStreamingClient[RunInput, RunOutput]
 
+func (c *sandboxClient) LoadImage(ctx context.Context, in *LoadImageRequest, opts ...grpc.CallOption) (*LoadImageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoadImageResponse)
+	err := c.cc.Invoke(ctx, Sandbox_LoadImage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServer is the server API for Sandbox service.
 // All implementations must embed UnimplementedSandboxServer
 // for forward compatibility.
@@ -91,6 +108,12 @@ type SandboxServer interface {
 	// ones carry stdin bytes and finally close_stdin. Outputs carry stdout and
 	// stderr chunks and exactly one final exit message.
 	Run(grpc.BidiStreamingServer[RunInput, RunOutput]) error
+	// LoadImage is optional: backends that run images from their engine's own
+	// image store (Docker, Podman) load an image into it, or only report
+	// whether the engine has it (check_only). A backend that runs the host's
+	// verified rootfs directly (libcontainer) does not implement it and
+	// answers UNIMPLEMENTED: it needs no load.
+	LoadImage(context.Context, *LoadImageRequest) (*LoadImageResponse, error)
 	mustEmbedUnimplementedSandboxServer()
 }
 
@@ -109,6 +132,9 @@ func (UnimplementedSandboxServer) Availability(context.Context, *AvailabilityReq
 }
 func (UnimplementedSandboxServer) Run(grpc.BidiStreamingServer[RunInput, RunOutput]) error {
 	return status.Error(codes.Unimplemented, "method Run not implemented")
+}
+func (UnimplementedSandboxServer) LoadImage(context.Context, *LoadImageRequest) (*LoadImageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoadImage not implemented")
 }
 func (UnimplementedSandboxServer) mustEmbedUnimplementedSandboxServer() {}
 func (UnimplementedSandboxServer) testEmbeddedByValue()                 {}
@@ -174,6 +200,24 @@ func _Sandbox_Run_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Sandbox_RunServer = grpc.BidiStreamingServer[RunInput, RunOutput]
 
+func _Sandbox_LoadImage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServer).LoadImage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sandbox_LoadImage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServer).LoadImage(ctx, req.(*LoadImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sandbox_ServiceDesc is the grpc.ServiceDesc for Sandbox service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -188,6 +232,10 @@ var Sandbox_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Availability",
 			Handler:    _Sandbox_Availability_Handler,
+		},
+		{
+			MethodName: "LoadImage",
+			Handler:    _Sandbox_LoadImage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

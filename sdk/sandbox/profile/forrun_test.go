@@ -18,7 +18,7 @@ func validRun() sandbox.Spec {
 		RunID:      "run-1",
 		Image:      "agentnode/sandbox@sha256:" + strings.Repeat("ab", 32),
 		PackageDir: "/var/lib/agentnode/packages/demo/1.0.0",
-		Rootfs:     "/var/lib/agentnode/images/abcd/rootfs",
+		ImageStore: "/var/lib/agentnode/images",
 		Args:       []string{"/bin/sh", "-c", "echo hi"},
 		Env:        []string{"AGENTNODE_TOOL=demo", "LANG=C.UTF-8"},
 	}
@@ -35,10 +35,10 @@ func mustForRun(t *testing.T, run sandbox.Spec) *specs.Spec {
 
 func TestForRunFills(t *testing.T) {
 	run := validRun()
-	run.Rootfs = "/var/lib/agentnode/images/abcd/../abcd/rootfs/"
+	run.ImageStore = "/var/lib/agentnode/images/../images/"
 	run.PackageDir = "/var/lib/agentnode/packages/demo/1.0.0/"
 	s := mustForRun(t, run)
-	if s.Root.Path != "/var/lib/agentnode/images/abcd/rootfs" {
+	if s.Root.Path != "/var/lib/agentnode/images/rootfs/"+strings.Repeat("ab", 32) {
 		t.Errorf("root.path = %q", s.Root.Path)
 	}
 	if !slices.Equal(s.Process.Args, run.Args) {
@@ -134,12 +134,12 @@ func TestForRunRlimitsWithinHost(t *testing.T) {
 	}
 }
 
-func TestForRunImageBackends(t *testing.T) {
-	// Docker and Podman run an image by ID: no rootfs directory.
+func TestForRunRootIsTheStoresRootfs(t *testing.T) {
+	// The root is always the image's rootfs in the store, never a path the
+	// host names (Docker and Podman run the image and ignore it).
 	run := validRun()
-	run.Rootfs = ""
-	run.ImageID = "sha256:" + strings.Repeat("cd", 32)
-	if s := mustForRun(t, run); s.Root.Path != "" || !s.Root.Readonly {
+	run.Image = "registry.example:5000/a/b@sha256:" + strings.Repeat("cd", 32)
+	if s := mustForRun(t, run); s.Root.Path != "/var/lib/agentnode/images/rootfs/"+strings.Repeat("cd", 32) || !s.Root.Readonly {
 		t.Errorf("root = %+v", s.Root)
 	}
 }
@@ -150,15 +150,18 @@ func TestForRunRejects(t *testing.T) {
 		edit  func(*sandbox.Spec)
 		field string
 	}{
-		{"relative rootfs", func(r *sandbox.Spec) { r.Rootfs = "images/rootfs" }, "Rootfs"},
-		{"dot rootfs", func(r *sandbox.Spec) { r.Rootfs = "./rootfs" }, "Rootfs"},
-		{"no rootfs, no image", func(r *sandbox.Spec) { r.Rootfs = "" }, "Rootfs"},
-		{"relative rootfs with image", func(r *sandbox.Spec) { r.Rootfs = "rootfs"; r.ImageID = "sha256:00" }, "Rootfs"},
+		{"relative store", func(r *sandbox.Spec) { r.ImageStore = "images" }, "ImageStore"},
+		{"dot store", func(r *sandbox.Spec) { r.ImageStore = "./images" }, "ImageStore"},
+		{"no store", func(r *sandbox.Spec) { r.ImageStore = "" }, "ImageStore"},
+		{"no image", func(r *sandbox.Spec) { r.Image = "" }, "Image"},
+		{"image by tag", func(r *sandbox.Spec) { r.Image = "agentnode/sandbox:latest" }, "Image"},
+		{"short digest", func(r *sandbox.Spec) { r.Image = "agentnode/sandbox@sha256:abcd" }, "Image"},
+		{"placeholder image", func(r *sandbox.Spec) { r.Image = "agentnode/sandbox@sha256:" + strings.Repeat("0", 64) }, "Image"},
+		{"digest escaping the store", func(r *sandbox.Spec) { r.Image = "a@sha256:../../../../../../etc" + strings.Repeat("a", 50) }, "Image"},
 		{"no args", func(r *sandbox.Spec) { r.Args = nil }, "Args"},
 		{"empty args", func(r *sandbox.Spec) { r.Args = []string{} }, "Args"},
 		{"empty argv0", func(r *sandbox.Spec) { r.Args = []string{"", "x"} }, "Args[0]"},
 		{"NUL in arg", func(r *sandbox.Spec) { r.Args = []string{"/bin/sh", "a\x00b"} }, "Args[1]"},
-		{"host root as rootfs", func(r *sandbox.Spec) { r.Rootfs = "/var/.." }, "Rootfs"},
 		{"no package dir", func(r *sandbox.Spec) { r.PackageDir = "" }, "PackageDir"},
 		{"host root as package", func(r *sandbox.Spec) { r.PackageDir = "//" }, "PackageDir"},
 		{"relative package dir", func(r *sandbox.Spec) { r.PackageDir = "pkgs/demo" }, "PackageDir"},

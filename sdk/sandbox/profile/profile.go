@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	agentspecs "github.com/agentnode/agentnode/specs"
 )
 
@@ -157,14 +158,15 @@ func Base() (*specs.Spec, error) {
 
 // ForRun returns Base filled in for one run:
 //
-//   - Root.Path = run.Rootfs: required and absolute, unless run.ImageID is
-//     set (Docker and Podman run an image, not a directory; Root.Path then
-//     stays empty);
+//   - Root.Path = the unpacked rootfs of run.Image in run.ImageStore
+//     (imagestore.RootfsDir): both required, Image pinned, ImageStore
+//     absolute. Docker and Podman run an image of their engine, not a
+//     directory, and ignore it;
 //   - Process.Args = run.Args: required, Args[0] not empty;
 //   - Process.Env = the profile's PATH and HOME, then run.Env: KEY=VALUE
 //     entries with unique keys that may not set PATH or HOME;
 //   - the /pack bind mount's source = run.PackageDir: required and absolute;
-//     neither it nor Rootfs may be the host's root directory;
+//     it may not be the host's root directory;
 //   - limits: /tmp's size from Limits.TmpBytes, the memory limit and the
 //     memory+swap limit (the same value: no swap) from Limits.MemoryBytes,
 //     the pids limit from Limits.Pids, the CFS quota from Limits.CPUs over a
@@ -180,7 +182,7 @@ func Base() (*specs.Spec, error) {
 //     and EgressEnv is added to the environment (the run may not set those
 //     variables).
 //
-// run.Network, RunID, Image and Timeout are the backend's business: the
+// run.Network, RunID and Timeout are the backend's business: the
 // profile always has its own network namespace with only loopback. Errors
 // name the sandbox.Spec field at fault.
 func ForRun(run sandbox.Spec) (*specs.Spec, error) {
@@ -189,16 +191,11 @@ func ForRun(run sandbox.Spec) (*specs.Spec, error) {
 		return nil, err
 	}
 
-	switch {
-	case run.Rootfs != "":
-		if !filepath.IsAbs(run.Rootfs) {
-			return nil, fmt.Errorf("profile: Rootfs: must be an absolute path, got %q", run.Rootfs)
-		}
-		if s.Root.Path = filepath.Clean(run.Rootfs); s.Root.Path == "/" {
-			return nil, errors.New("profile: Rootfs: the host's root directory is not an image")
-		}
-	case run.ImageID == "":
-		return nil, errors.New("profile: Rootfs: required (the host path of the unpacked image) unless ImageID is set")
+	if !filepath.IsAbs(run.ImageStore) {
+		return nil, fmt.Errorf("profile: ImageStore: must be an absolute path, got %q", run.ImageStore)
+	}
+	if s.Root.Path, err = imagestore.RootfsDir(run.ImageStore, run.Image); err != nil {
+		return nil, fmt.Errorf("profile: Image: %w", err)
 	}
 
 	if len(run.Args) == 0 {

@@ -10,27 +10,32 @@ import (
 	"github.com/opencontainers/runc/libcontainer/configs/validate"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 )
 
 // TestSpecconv converts ForRun's spec the way the libcontainer backend does
 // (runc's specconv, an absolute cgroups path, no systemd, not rootless) and
 // checks that what libcontainer will enforce is still the profile.
 func TestSpecconv(t *testing.T) {
-	dir := t.TempDir()
-	rootfs, pack := filepath.Join(dir, "rootfs"), filepath.Join(dir, "pack")
-	for _, d := range []string{rootfs, pack} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// EvalSymlinks: validate.Validate insists on a rootfs path without
 	// symlinks, and TMPDIR may contain one.
-	rootfs, err := filepath.EvalSymlinks(rootfs)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := validRun()
-	run.Rootfs, run.PackageDir = rootfs, pack
+	store, pack := filepath.Join(dir, "images"), filepath.Join(dir, "pack")
+	rootfs, err := imagestore.RootfsDir(store, run.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{rootfs, pack} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run.ImageStore, run.PackageDir = store, pack
 	spec := mustForRun(t, run)
 	spec.Linux.CgroupsPath = "/agentnode/test"
 

@@ -15,15 +15,15 @@
 //		//   b := sandboxtest.Connect(t, info, mybackend.New())
 //		//   b := sandboxtest.LaunchPlugin(t, "bin/agentnode-sandbox-mine")
 //		sandboxtest.Run(t, b, sandboxtest.Config{
-//			Rootfs:  "/var/lib/agentnode/images/busybox/rootfs", // or
-//			Image:   "agentnode/busybox@sha256:...",              // and
-//			ImageID: "sha256:...",                                // for engines
+//			Image:      "agentnode/sandbox@sha256:...", // built by `agentnode sandbox build`
+//			ImageStore: "/root/.agentnode/images",      // where it was built (sdk/sandbox/imagestore)
 //		})
 //	}
 //
 // or, for a plugin binary, without writing a test:
 //
-//	SANDBOXTEST_PLUGIN=bin/agentnode-sandbox-mine SANDBOXTEST_ROOTFS=/path/to/rootfs \
+//	SANDBOXTEST_PLUGIN=bin/agentnode-sandbox-mine SANDBOXTEST_IMAGE=agentnode/sandbox@sha256:... \
+//	SANDBOXTEST_IMAGE_STORE=$AGENTNODE_HOME/images \
 //	go test github.com/agentnode/agentnode/sdk/sandbox/sandboxtest -run TestPluginBinary -v
 //
 // Run first asks Availability and fails the test when the backend is
@@ -180,7 +180,7 @@
 // (mode 0666, in a directory of its own) that answers like the host's
 // CONNECT proxy — 200 with a nonce header, then an echo — and counts its
 // connections. The image must carry the egress forwarder and the socket's
-// mount point (kernel/image's build does). These checks choose egress
+// mount point (cmd/agentnode/imagebuild's build does). These checks choose egress
 // themselves; Config.WithEgress runs all the others with egress too:
 //   - egress-absent: without EgressSocket no proxy variable is set, nothing
 //     listens on the forwarder's address, no socket is mounted, and the

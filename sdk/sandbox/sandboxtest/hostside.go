@@ -49,7 +49,7 @@ func buildProbe(ctx context.Context, out string) error {
 
 // BuildForwarder builds the egress forwarder to out the way `make build`
 // does (CGO_ENABLED=0, -trimpath, -buildvcs=false, -ldflags '-s -w'), for
-// tests that build a sandbox image (kernel/image.BuildOptions.ForwarderPath)
+// tests that build a sandbox image (cmd/agentnode/imagebuild.BuildOptions.ForwarderPath)
 // or a rootfs of their own. It needs the go command.
 func BuildForwarder(ctx context.Context, out string) error {
 	return buildStatic(ctx, "the egress forwarder", ForwarderPackage, out)

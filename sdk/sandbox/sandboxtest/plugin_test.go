@@ -10,11 +10,11 @@ import (
 // environment, the way CI runs it against each bundled backend:
 //
 //	SANDBOXTEST_PLUGIN=bin/agentnode-sandbox-libcontainer \
-//	SANDBOXTEST_ROOTFS=/path/to/unpacked/image \
+//	SANDBOXTEST_IMAGE_STORE=$AGENTNODE_HOME/images SANDBOXTEST_IMAGE=agentnode/sandbox@sha256:... \
 //	go test ./sdk/sandbox/sandboxtest -run TestPluginBinary -v
 //
-// SANDBOXTEST_IMAGE and SANDBOXTEST_IMAGE_ID fill Config.Image and
-// Config.ImageID; SANDBOXTEST_SKIP is a comma-separated Config.Skip.
+// SANDBOXTEST_IMAGE and SANDBOXTEST_IMAGE_STORE fill Config.Image and
+// Config.ImageStore; SANDBOXTEST_SKIP is a comma-separated Config.Skip.
 func TestPluginBinary(t *testing.T) {
 	path := os.Getenv("SANDBOXTEST_PLUGIN")
 	if path == "" {
@@ -25,9 +25,8 @@ func TestPluginBinary(t *testing.T) {
 		skip = strings.Split(s, ",")
 	}
 	Run(t, LaunchPlugin(t, path), Config{
-		Image:   os.Getenv("SANDBOXTEST_IMAGE"),
-		Rootfs:  os.Getenv("SANDBOXTEST_ROOTFS"),
-		ImageID: os.Getenv("SANDBOXTEST_IMAGE_ID"),
-		Skip:    skip,
+		Image:      os.Getenv("SANDBOXTEST_IMAGE"),
+		ImageStore: os.Getenv("SANDBOXTEST_IMAGE_STORE"),
+		Skip:       skip,
 	})
 }

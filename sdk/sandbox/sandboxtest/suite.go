@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 )
 
 // DefaultLimits are the limits of every run unless Config.Limits says
@@ -41,9 +42,11 @@ var passedEnv = []string{"FOO=bar"}
 
 // Config describes the image the suite runs and the backend's declared gaps.
 type Config struct {
-	Image   string // Spec.Image and AvailabilityRequest.Image (name@sha256:...)
-	Rootfs  string // Spec.Rootfs: the unpacked image, for backends that run from a directory
-	ImageID string // Spec.ImageID: the image's config digest (Docker, Podman)
+	Image string // Spec.Image and AvailabilityRequest.Image (name@sha256:...)
+	// ImageStore is Spec.ImageStore and AvailabilityRequest.ImageStore:
+	// the image store (sdk/sandbox/imagestore) holding Image, which the
+	// backend resolves to what it runs.
+	ImageStore string
 	// Limits of every run; zero fields take DefaultLimits.
 	Limits sandbox.Limits
 	// Timeout is Spec.Timeout of every run but the timeout check's;
@@ -221,7 +224,7 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(tb.Context(), 2*time.Minute)
 	defer cancel()
-	av, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: cfg.Image, Rootfs: cfg.Rootfs})
+	av, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: cfg.Image, ImageStore: cfg.ImageStore})
 	if err != nil {
 		return nil, fmt.Errorf("sandboxtest: availability: %w", err)
 	}
@@ -452,14 +455,16 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 	if o.egress == egressOn || (o.egress == egressDefault && h.cfg.WithEgress) {
 		sock = h.egress.path
 	}
-	mountsBefore := hostMounts(h.pack, h.cfg.Rootfs, runID, h.egress.dir)
+	// The unpacked rootfs of Image, which a backend that runs a directory
+	// mounts ("" when there is none).
+	rootfs, _ := imagestore.RootfsDir(h.cfg.ImageStore, h.cfg.Image)
+	mountsBefore := hostMounts(h.pack, rootfs, runID, h.egress.dir)
 	req := &sandbox.RunRequest{
 		Spec: sandbox.Spec{
 			RunID:        runID,
 			Image:        h.cfg.Image,
 			PackageDir:   h.pack,
-			Rootfs:       h.cfg.Rootfs,
-			ImageID:      h.cfg.ImageID,
+			ImageStore:   h.cfg.ImageStore,
 			Args:         append([]string{argv0}, o.args...),
 			Env:          append([]string(nil), passedEnv...),
 			Limits:       limits,
@@ -483,7 +488,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 	for deadline := time.Now().Add(h.leftoverWait); ; {
 		res.leftovers = probeProcesses(h.bins)
 		res.traces = nil
-		for m := range hostMounts(h.pack, h.cfg.Rootfs, runID, h.egress.dir) {
+		for m := range hostMounts(h.pack, rootfs, runID, h.egress.dir) {
 			if !mountsBefore[m] {
 				res.traces = append(res.traces, "mount "+m)
 			}

@@ -13,13 +13,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/image"
 )
 
 func main() {
 	home := flag.String("home", "", "agentnode home to build into (required)")
-	busybox := flag.String("busybox", image.DefaultBusybox, "statically linked busybox")
+	busybox := flag.String("busybox", imagebuild.DefaultBusybox, "statically linked busybox")
 	forwarder := flag.String("forwarder", "", "egress forwarder (default: beside this program)")
 	flag.Parse()
 	if *home == "" || flag.NArg() != 0 {
@@ -27,7 +28,7 @@ func main() {
 		os.Exit(2)
 	}
 	img, contents, err := pyimage.Build(*home, pyimage.Options{
-		Base: image.BuildOptions{BusyboxPath: *busybox, ForwarderPath: *forwarder},
+		Base: imagebuild.BuildOptions{BusyboxPath: *busybox, ForwarderPath: *forwarder},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pybuild:", err)

@@ -1,4 +1,4 @@
-package image
+package imagebuild
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -58,7 +59,7 @@ func newTestRegistry(t *testing.T) *testRegistry {
 
 // builtImage builds the default image into a fresh home and returns it with
 // its go-containerregistry form read back from the OCI layout.
-func builtImage(t *testing.T) (*Image, v1.Image) {
+func builtImage(t *testing.T) (*image.Image, v1.Image) {
 	t.Helper()
 	img := build(t, t.TempDir(), hostBusybox(t))
 	p, err := layout.FromPath(img.Layout)
@@ -97,7 +98,7 @@ func push(t *testing.T, ref string, img v1.Image) {
 // assertNothingWritten fails if the home has an image layout or rootfs.
 func assertNothingWritten(t *testing.T, h string) {
 	t.Helper()
-	for _, d := range []string{LayoutDir(h), RootfsBase(h)} {
+	for _, d := range []string{image.LayoutDir(h), image.RootfsBase(h)} {
 		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
 			entries, _ := os.ReadDir(d)
 			t.Errorf("a failed pull left %s (%v)", d, entries)
@@ -120,35 +121,35 @@ func TestPull(t *testing.T) {
 	if got.Ref != ref || got.ManifestDigest != built.ManifestDigest || got.ConfigDigest != built.ConfigDigest || got.Name != repo {
 		t.Errorf("Pull = %+v, built %+v", got, built)
 	}
-	r, err := Resolve(h, ref)
+	r, err := image.Resolve(h, ref)
 	if err != nil {
 		t.Fatalf("Resolve after Pull: %v", err)
 	}
-	if r.ConfigDigest != built.ConfigDigest || r.Rootfs != RootfsDir(h, strings.TrimPrefix(built.ManifestDigest, "sha256:")) {
+	if r.ConfigDigest != built.ConfigDigest || r.Rootfs != image.RootfsDir(h, strings.TrimPrefix(built.ManifestDigest, "sha256:")) {
 		t.Errorf("Resolve = %+v", r)
 	}
 	// The pulled rootfs is the built one, byte for byte.
 	mhex := strings.TrimPrefix(built.ManifestDigest, "sha256:")
-	a, err1 := treeHash(built.Rootfs, nil)
-	b, err2 := treeHash(r.Rootfs, nil)
+	a, err1 := image.TreeHash(built.Rootfs, nil)
+	b, err2 := image.TreeHash(r.Rootfs, nil)
 	if err1 != nil || err2 != nil || a != b {
 		t.Errorf("tree hashes differ: %s %v / %s %v", a, err1, b, err2)
 	}
-	if _, err := os.Stat(markerPath(h, mhex)); err != nil {
+	if _, err := os.Stat(image.MarkerPath(h, mhex)); err != nil {
 		t.Errorf("marker: %v", err)
 	}
-	imgs, err := Status(h)
+	imgs, err := image.Status(h)
 	if err != nil || len(imgs) != 1 || imgs[0].Ref != ref {
 		t.Errorf("Status = %+v, %v", imgs, err)
 	}
 	// No staging left behind.
-	entries, _ := os.ReadDir(RootfsBase(h))
+	entries, _ := os.ReadDir(image.RootfsBase(h))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("left over: %s", e.Name())
 		}
 	}
-	if m, _ := os.ReadDir(LayoutDir(h) + "/.."); len(m) == 0 {
+	if m, _ := os.ReadDir(image.LayoutDir(h) + "/.."); len(m) == 0 {
 		t.Error("images directory is empty")
 	} else {
 		for _, e := range m {
@@ -163,7 +164,7 @@ func TestPull(t *testing.T) {
 	if err != nil || again.Ref != ref {
 		t.Fatalf("Pull with tag and digest = %+v, %v", again, err)
 	}
-	if imgs, _ := Status(h); len(imgs) != 1 {
+	if imgs, _ := image.Status(h); len(imgs) != 1 {
 		t.Errorf("pulling twice lists %d images", len(imgs))
 	}
 }
@@ -195,7 +196,7 @@ func TestPullIndexPicksLinuxAmd64(t *testing.T) {
 	if got.ManifestDigest != built.ManifestDigest || got.Ref != repo+"@"+built.ManifestDigest {
 		t.Errorf("Pull index = %+v, want the platform manifest %s", got, built.ManifestDigest)
 	}
-	if _, err := Resolve(h, got.Ref); err != nil {
+	if _, err := image.Resolve(h, got.Ref); err != nil {
 		t.Errorf("Resolve: %v", err)
 	}
 
@@ -249,7 +250,7 @@ func TestPullRefusals(t *testing.T) {
 			t.Fatalf("Pull(%s) = %v", missing, err)
 		}
 		assertNothingWritten(t, h)
-		if _, err := Resolve(h, missing); !errors.Is(err, reason.ErrSandboxUnavailable) {
+		if _, err := image.Resolve(h, missing); !errors.Is(err, reason.ErrSandboxUnavailable) {
 			t.Errorf("Resolve after failed pull = %v", err)
 		}
 	})

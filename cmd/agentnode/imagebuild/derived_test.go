@@ -1,4 +1,4 @@
-package image
+package imagebuild
 
 import (
 	"archive/tar"
@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentnode/agentnode/kernel/image"
 )
 
-func buildDerived(t *testing.T, homeDir string, d Derived) (*Image, error) {
+func buildDerived(t *testing.T, homeDir string, d Derived) (*image.Image, error) {
 	t.Helper()
 	return BuildDerived(homeDir, BuildOptions{BusyboxPath: hostBusybox(t), ForwarderPath: testForwarder(t)}, d)
 }
@@ -41,8 +43,8 @@ func TestBuildDerived(t *testing.T) {
 	if a.ManifestDigest != b.ManifestDigest || a.ConfigDigest != b.ConfigDigest || a.Name != d.Name {
 		t.Fatalf("two builds: %+v and %+v", a, b)
 	}
-	if _, err := Resolve(h1, a.Ref); err != nil {
-		t.Fatalf("Resolve(%s): %v", a.Ref, err)
+	if _, err := image.Resolve(h1, a.Ref); err != nil {
+		t.Fatalf("image.Resolve(%s): %v", a.Ref, err)
 	}
 	base := build(t, t.TempDir(), hostBusybox(t))
 	if base.ManifestDigest == a.ManifestDigest {
@@ -84,7 +86,7 @@ func TestBuildDerivedRefuses(t *testing.T) {
 		d      Derived
 		unsafe bool
 	}{
-		{"default name", Derived{Name: DefaultName}, false},
+		{"default name", Derived{Name: image.DefaultName}, false},
 		{"no name", Derived{}, false},
 		{"a base file again", Derived{Name: "t/x", Files: []File{reg("etc/passwd")}}, false},
 		{"a file twice", Derived{Name: "t/x", Files: []File{reg("a"), reg("a")}}, false},
@@ -107,7 +109,7 @@ func TestBuildDerivedRefuses(t *testing.T) {
 			if tc.unsafe != errors.Is(err, ErrUnsafeLayer) {
 				t.Fatalf("err = %v; ErrUnsafeLayer: want %v", err, tc.unsafe)
 			}
-			if imgs, _ := Status(home); len(imgs) != 0 {
+			if imgs, _ := image.Status(home); len(imgs) != 0 {
 				t.Fatalf("an image was installed: %+v", imgs)
 			}
 		})

@@ -1,4 +1,4 @@
-package image
+package imagebuild
 
 import (
 	"archive/tar"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentnode/agentnode/kernel/image"
 )
 
 // ent is one hand-made tar entry.
@@ -160,35 +162,8 @@ func TestFailedUnpackLeavesNothing(t *testing.T) {
 	if !errors.Is(err, ErrUnsafeLayer) {
 		t.Fatalf("unpack = %v", err)
 	}
-	entries, err := os.ReadDir(RootfsBase(h))
+	entries, err := os.ReadDir(image.RootfsBase(h))
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("after a failed unpack the rootfs directory holds %v (%v)", entries, err)
-	}
-}
-
-func TestTreeHash(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("a"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h1, err := treeHash(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Renaming changes the hash even with the same contents.
-	if err := os.Rename(filepath.Join(dir, "f"), filepath.Join(dir, "g")); err != nil {
-		t.Fatal(err)
-	}
-	if h2, err := treeHash(dir, nil); err != nil || h2 == h1 {
-		t.Fatalf("rename: %s, %v", h2, err)
-	}
-	if err := os.Rename(filepath.Join(dir, "g"), filepath.Join(dir, "f")); err != nil {
-		t.Fatal(err)
-	}
-	if h3, err := treeHash(dir, nil); err != nil || h3 != h1 {
-		t.Fatalf("rename back: %s, %v; want %s", h3, err, h1)
-	}
-	if _, err := treeHash(filepath.Join(dir, "missing"), nil); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing dir: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package image
+package imagebuild
 
 import (
 	"archive/tar"
@@ -28,6 +28,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
@@ -96,12 +97,12 @@ type BuildOptions struct {
 // same busybox and forwarder bytes always give the same image: building
 // again is a no-op apart from repairing a layout blob or rootfs that no
 // longer matches.
-func Build(homeDir string, opts BuildOptions) (*Image, error) {
+func Build(homeDir string, opts BuildOptions) (*image.Image, error) {
 	bin, fwd, arch, err := readBaseInputs(opts)
 	if err != nil {
 		return nil, err
 	}
-	return buildFrom(homeDir, DefaultName, baseEntries(bin, fwd), arch, baseCreatedBy(bin, fwd), []string{"/bin/sh"})
+	return buildFrom(homeDir, image.DefaultName, baseEntries(bin, fwd), arch, baseCreatedBy(bin, fwd), []string{"/bin/sh"})
 }
 
 // readBaseInputs reads and checks the default image's inputs named by opts:
@@ -154,12 +155,12 @@ type Derived struct {
 // default image has already is the same entry; any other name given twice
 // is an error. Missing parent directories are added (0755). The same inputs
 // give the same digests (specs/image.md's rules).
-func BuildDerived(homeDir string, opts BuildOptions, d Derived) (*Image, error) {
+func BuildDerived(homeDir string, opts BuildOptions, d Derived) (*image.Image, error) {
 	bin, fwd, arch, err := readBaseInputs(opts)
 	if err != nil {
 		return nil, err
 	}
-	if d.Name == "" || d.Name == DefaultName {
+	if d.Name == "" || d.Name == image.DefaultName {
 		return nil, fmt.Errorf("derived image: name %q is not a name of its own", d.Name)
 	}
 	entries, err := addFiles(baseEntries(bin, fwd), d.Files)
@@ -224,7 +225,7 @@ func addFiles(base []tarEntry, files []File) ([]tarEntry, error) {
 
 // buildFrom writes entries as the image's one layer, with the fixed config
 // (arch, createdBy in the history, cmd), and installs it as name.
-func buildFrom(homeDir, name string, entries []tarEntry, arch, createdBy string, cmd []string) (*Image, error) {
+func buildFrom(homeDir, name string, entries []tarEntry, arch, createdBy string, cmd []string) (*image.Image, error) {
 	tarBytes, err := writeTar(entries)
 	if err != nil {
 		return nil, err
@@ -514,7 +515,7 @@ func imageFor(l *layer, arch, createdBy string, cmd []string) (v1.Image, error) 
 
 // store writes the built img into the layout of homeDir as name, records
 // it in index.json and unpacks its rootfs (see install).
-func store(homeDir, name string, img v1.Image, l *layer) (*Image, error) {
+func store(homeDir, name string, img v1.Image, l *layer) (*image.Image, error) {
 	rawCfg, err := img.RawConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("image config: %w", err)
@@ -546,7 +547,7 @@ type stagedLayer struct {
 // first (staging, then rename), then writes the layer, config and manifest
 // blobs, and records the image in index.json last, so an image is listed
 // only once all of it is in place. Build and Pull both use it.
-func install(homeDir, repo string, rawManifest, rawCfg []byte, cfg *v1.ConfigFile, layers []stagedLayer) (*Image, error) {
+func install(homeDir, repo string, rawManifest, rawCfg []byte, cfg *v1.ConfigFile, layers []stagedLayer) (*image.Image, error) {
 	imagesDir := home.ImagesDir(homeDir)
 	if err := os.MkdirAll(imagesDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create images directory: %w", err)
@@ -557,19 +558,20 @@ func install(homeDir, repo string, rawManifest, rawCfg []byte, cfg *v1.ConfigFil
 	}
 	defer unlock()
 
-	layoutDir := LayoutDir(homeDir)
+	layoutDir := image.LayoutDir(homeDir)
 	if err := initLayout(layoutDir); err != nil {
 		return nil, err
 	}
 	mDigest := sha256Hash(rawManifest)
 	cDigest := sha256Hash(rawCfg)
-	out := &Image{
+	out := &image.Image{
 		Ref:            repo + "@" + mDigest.String(),
 		Name:           repo,
 		ManifestDigest: mDigest.String(),
 		ConfigDigest:   cDigest.String(),
 		Layout:         layoutDir,
-		Rootfs:         RootfsDir(homeDir, mDigest.Hex),
+		Rootfs:         image.RootfsDir(homeDir, mDigest.Hex),
+		Store:          home.ImagesDir(homeDir),
 	}
 
 	tars := make([]io.Reader, 0, len(layers))
@@ -598,7 +600,7 @@ func install(homeDir, repo string, rawManifest, rawCfg []byte, cfg *v1.ConfigFil
 		MediaType:   types.OCIManifestSchema1,
 		Digest:      mDigest,
 		Size:        int64(len(rawManifest)),
-		Annotations: map[string]string{RefNameAnnotation: out.Tag()},
+		Annotations: map[string]string{image.RefNameAnnotation: out.Tag()},
 		Platform:    &v1.Platform{Architecture: cfg.Architecture, OS: cfg.OS},
 	}
 	if m, err := v1.ParseManifest(bytes.NewReader(rawManifest)); err == nil && m.MediaType != "" {
@@ -648,7 +650,7 @@ func writeBlob(layoutDir string, b []byte) error {
 // temporary file beside it, checked against h, synced and renamed. A blob
 // already there with the right content is left alone.
 func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, error)) (err error) {
-	p := blobPath(layoutDir, h.Hex)
+	p := image.BlobPath(layoutDir, h.Hex)
 	// Only a regular file counts as there (a FIFO would block the open);
 	// anything else is replaced.
 	if f, err := bounded.Open(p, os.O_RDONLY, 0); err == nil {
@@ -685,20 +687,20 @@ func writeBlobFrom(layoutDir string, h v1.Hash, open func() (io.ReadCloser, erro
 }
 
 // addToIndex adds desc to index.json unless a descriptor with the same digest
-// and tag is there already. A corrupt index.json (Resolve refuses every
+// and tag is there already. A corrupt index.json (image.Resolve refuses every
 // image of it), or a symlink, FIFO or device in its place, is replaced by
 // an index of desc alone: building or pulling again is how the layout is
 // repaired, and the images it listed must be built or pulled again too.
 func addToIndex(layoutDir string, desc v1.Descriptor) error {
-	idx, err := readIndex(layoutDir)
-	if errors.Is(err, errCorruptIndex) || errors.Is(err, bounded.ErrNotRegular) {
+	idx, err := image.ReadIndex(layoutDir)
+	if errors.Is(err, image.ErrCorruptIndex) || errors.Is(err, bounded.ErrNotRegular) {
 		idx, err = &v1.IndexManifest{}, nil
 	}
 	if err != nil {
 		return err
 	}
 	for _, d := range idx.Manifests {
-		if d.Digest == desc.Digest && d.Annotations[RefNameAnnotation] == desc.Annotations[RefNameAnnotation] {
+		if d.Digest == desc.Digest && d.Annotations[image.RefNameAnnotation] == desc.Annotations[image.RefNameAnnotation] {
 			return nil
 		}
 	}

@@ -1,4 +1,4 @@
-package image
+package imagebuild
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -43,7 +44,7 @@ type PullOptions struct {
 
 // Pull fetches the image ref from its registry by digest only and installs
 // it into the layout of homeDir exactly as Build does (blobs, index entry,
-// unpacked rootfs and tree-hash marker), so that Resolve then accepts the
+// unpacked rootfs and tree-hash marker), so that image.Resolve then accepts the
 // returned Ref. ref is NAME@sha256:<64 hex> or NAME:TAG@sha256:<64 hex>
 // (the tag is ignored); a reference without a digest is
 // reason.ErrImageUnpinned and nothing is fetched. Access is anonymous.
@@ -55,7 +56,7 @@ type PullOptions struct {
 // config's diff_ids before anything is written; a failure leaves the
 // layout and rootfs directories as they were. The config (sandbox.image)
 // is never touched.
-func Pull(homeDir, ref string, opts PullOptions) (*Image, error) {
+func Pull(homeDir, ref string, opts PullOptions) (*image.Image, error) {
 	repo, mhex, err := parsePullRef(ref)
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func Pull(homeDir, ref string, opts PullOptions) (*Image, error) {
 			return nil, err
 		}
 	}
-	if !isImageManifest(mt) {
+	if !image.IsImageManifest(mt) {
 		return nil, fmt.Errorf("pull %s: sha256:%s has media type %q, not an image manifest or index", ref, mhex, mt)
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(rawManifest))
@@ -107,7 +108,7 @@ func Pull(homeDir, ref string, opts PullOptions) (*Image, error) {
 	}
 	repoRef := dref.Context()
 
-	rawCfg, err := fetchBlob(repoRef, m.Config.Digest, maxMetaBlob, io.Discard, "image config", ropts)
+	rawCfg, err := fetchBlob(repoRef, m.Config.Digest, image.MaxMetaBlob, io.Discard, "image config", ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func parsePullRef(ref string) (repo, mhex string, err error) {
 	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
 		base = base[:i]
 	}
-	return ParseRef(base + ref[at:])
+	return image.ParseRef(base + ref[at:])
 }
 
 // schemeGuard refuses plain HTTP unless insecure: go-containerregistry
@@ -186,8 +187,8 @@ func fetchManifest(ref name.Digest, wantHex, what string, ropts []remote.Option)
 	if err != nil {
 		return nil, "", fmt.Errorf("fetch %s %s: %w", what, ref, err)
 	}
-	if len(desc.Manifest) > maxMetaBlob {
-		return nil, "", reason.New(reason.ImageDigestMismatch, "%s %s is larger than %d bytes", what, ref, maxMetaBlob)
+	if len(desc.Manifest) > image.MaxMetaBlob {
+		return nil, "", reason.New(reason.ImageDigestMismatch, "%s %s is larger than %d bytes", what, ref, image.MaxMetaBlob)
 	}
 	if err := checkDigest(desc.Manifest, wantHex, what+" "+ref.String()); err != nil {
 		return nil, "", err
@@ -218,7 +219,7 @@ func pickPlatform(raw []byte, indexHex string) (*v1.Descriptor, error) {
 		}
 		seen = append(seen, d.Platform.String())
 		if d.Platform.OS == PullPlatform.OS && d.Platform.Architecture == PullPlatform.Architecture &&
-			isImageManifest(d.MediaType) && d.Digest.Algorithm == "sha256" && len(d.Digest.Hex) == 64 {
+			image.IsImageManifest(d.MediaType) && d.Digest.Algorithm == "sha256" && len(d.Digest.Hex) == 64 {
 			return d, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package image
+package imagebuild
 
 import (
 	"encoding/json"
@@ -11,11 +11,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/agentnode/agentnode/kernel/hashcache"
-	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/tarsafe"
-	"github.com/agentnode/agentnode/kernel/treehash"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
@@ -23,7 +20,6 @@ import (
 const (
 	maxEntries    = 100_000
 	maxLayerBytes = 4 << 30
-	maxMarker     = 64 << 10
 )
 
 // ErrUnsafeLayer is wrapped by extraction errors for a layer entry that is
@@ -32,13 +28,6 @@ const (
 // file, a duplicate, or a layer over the limits.
 var ErrUnsafeLayer = errors.New("unsafe layer entry")
 
-// marker is the tree-hash record beside an unpacked rootfs.
-type marker struct {
-	Manifest string    `json:"manifest"` // sha256:...
-	DiffIDs  []v1.Hash `json:"diff_ids"` // the layers it was unpacked from
-	Tree     string    `json:"tree"`     // sha256:... of treeHash
-}
-
 // unpack extracts the layer tars, in order, into RootfsDir(homeDir, mhex):
 // into a staging directory first, made read-only and tree-hashed, then renamed into
 // place, and the marker written beside it. An existing rootfs with the same
@@ -46,7 +35,7 @@ type marker struct {
 // images lock. A later layer may only add entries (and repeat
 // directories): a file appearing again, or a whiteout, is refused.
 func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error {
-	base := RootfsBase(homeDir)
+	base := image.RootfsBase(homeDir)
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return fmt.Errorf("create rootfs directory: %w", err)
 	}
@@ -72,12 +61,12 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error 
 	if err := makeReadOnly(staging); err != nil {
 		return fmt.Errorf("unpack rootfs: %w", err)
 	}
-	tree, err := treeHash(staging, nil)
+	tree, err := image.TreeHash(staging, nil)
 	if err != nil {
 		return fmt.Errorf("unpack rootfs: %w", err)
 	}
-	target := RootfsDir(homeDir, mhex)
-	current, err := treeHash(target, nil)
+	target := image.RootfsDir(homeDir, mhex)
+	current, err := image.TreeHash(target, nil)
 	switch {
 	case err == nil && current == tree:
 		// Already unpacked and intact: keep it (a running sandbox may use it).
@@ -103,105 +92,14 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error 
 	if err := atomicfile.SyncDir(base); err != nil {
 		return fmt.Errorf("install rootfs: %w", err)
 	}
-	data, err := json.Marshal(marker{Manifest: "sha256:" + mhex, DiffIDs: diffIDs, Tree: tree})
+	data, err := json.Marshal(image.Marker{Manifest: "sha256:" + mhex, DiffIDs: diffIDs, Tree: tree})
 	if err != nil {
 		return fmt.Errorf("rootfs marker: %w", err)
 	}
-	if err := atomicfile.WriteFile(markerPath(homeDir, mhex), append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(image.MarkerPath(homeDir, mhex), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("rootfs marker: %w", err)
 	}
 	return nil
-}
-
-// verifyRootfs checks the unpacked rootfs of manifest mhex against its
-// marker and the image config.
-func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile) error {
-	dir := RootfsDir(homeDir, mhex)
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return reason.New(reason.SandboxUnavailable,
-			"%s: the rootfs of image sha256:%s is not unpacked at %s; run `agentnode sandbox build`", ImageMissing, mhex, dir)
-	}
-	if err != nil {
-		return reason.New(reason.SandboxUnavailable, "%s: rootfs %s: %w", ImageMissing, dir, err)
-	}
-	if !fi.IsDir() {
-		return reason.New(reason.ImageDigestMismatch, "rootfs %s is not a directory", dir)
-	}
-	mp := markerPath(homeDir, mhex)
-	data, err := readSmall(mp, maxMarker)
-	if err != nil {
-		return reason.New(reason.ImageDigestMismatch,
-			"rootfs %s cannot be verified: %w; rebuild with `agentnode sandbox build`", dir, err)
-	}
-	var m marker
-	if err := json.Unmarshal(data, &m); err != nil {
-		return reason.New(reason.ImageDigestMismatch, "rootfs marker %s is invalid: %w", mp, err)
-	}
-	if m.Manifest != "sha256:"+mhex {
-		return reason.New(reason.ImageDigestMismatch, "rootfs marker %s is for %s, not sha256:%s", mp, m.Manifest, mhex)
-	}
-	if !sameHashes(m.DiffIDs, cfg.RootFS.DiffIDs) {
-		return reason.New(reason.ImageDigestMismatch, "rootfs %s was unpacked from layers %v, the image has %v",
-			dir, m.DiffIDs, cfg.RootFS.DiffIDs)
-	}
-	tree, err := treeHash(dir, hashcache.Open(HashCachePath(homeDir, mhex)))
-	if err != nil {
-		return reason.New(reason.ImageDigestMismatch, "rootfs %s: %w", dir, err)
-	}
-	if tree != m.Tree {
-		return reason.New(reason.ImageDigestMismatch,
-			"rootfs %s was modified: tree hash %s, recorded %s; rebuild with `agentnode sandbox build`", dir, tree, m.Tree)
-	}
-	return nil
-}
-
-func sameHashes(a, b []v1.Hash) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func readSmall(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
-	}
-	return data, nil
-}
-
-// treeHash hashes the tree at dir in kernel/treehash's Rootfs format:
-// every entry's relative path, type, permission bits (with setuid, setgid,
-// sticky), owner and group, and content (a regular file's size and
-// sha256, a symlink's target). Any other file type is an error. A missing
-// dir wraps fs.ErrNotExist. A file's digest comes from cache, when not
-// nil, if the file provably did not change since it was hashed
-// (kernel/hashcache); everything else is read every time.
-func treeHash(dir string, cache *hashcache.Cache) (string, error) {
-	return treehash.Hash(dir, treehash.Rootfs, treehash.Options{Cache: cache})
-}
-
-// HashCachePath is the cache of the digests of the files of the rootfs of
-// image manifestHex (kernel/hashcache), in agentnode's state directory: the
-// check before every run (Resolve) reads only the files that changed since
-// they were last hashed. One file per image, so that a run reads the
-// entries of its own image only.
-func HashCachePath(homeDir, manifestHex string) string {
-	return filepath.Join(home.StateDir(homeDir), "image-hashes", manifestHex+".json")
 }
 
 // extract unpacks the tar stream r into dst with kernel/tarsafe (see
