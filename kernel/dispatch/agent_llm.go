@@ -153,7 +153,7 @@ func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
 	case policy.Deny:
 		return s.refuseLLM(msg, reason.PolicyDenied, d.Reason(), chain)
 	case policy.Prompt:
-		yes, code, why := s.askLLM(ep.Name, d.Reason())
+		yes, code, why := s.askLLM(ctx, ep.Name, d.Reason())
 		if !yes {
 			return s.refuseLLM(msg, code, why, append(chain, "prompt:no"))
 		}
@@ -210,7 +210,7 @@ func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
 
 // askLLM asks the user once per run whether the agent may use the
 // provider's credential; non-interactive runs refuse (policy_prompt).
-func (s *agentSession) askLLM(providerName, why string) (bool, reason.Code, string) {
+func (s *agentSession) askLLM(ctx context.Context, providerName, why string) (bool, reason.Code, string) {
 	k := s.st.k
 	if !k.Interactive || k.Ask == nil {
 		return false, reason.PolicyPrompt, fmt.Sprintf("approval required (%s) but agentnode is not interactive", why)
@@ -218,7 +218,7 @@ func (s *agentSession) askLLM(providerName, why string) (bool, reason.Code, stri
 	if s.llmAnswer == nil {
 		q := fmt.Sprintf("Allow agent %s to make LLM calls with the credential of %s for this run (%s)? [y/N] ",
 			s.st.pkg.ID, providerName, termsafe.Line(why))
-		yes, err := k.Ask(q)
+		yes, err := k.ask(ctx, q)
 		if err != nil {
 			return false, reason.PolicyPrompt, "prompt failed: " + err.Error()
 		}

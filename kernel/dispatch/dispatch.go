@@ -303,13 +303,52 @@ func runStage(ctx context.Context, k *Kernel, s stage, st *state) error {
 		}
 		return err
 	case <-sctx.Done():
-		// The stage did not return in time (or the caller gave up); its
-		// goroutine is abandoned.
-		if ctx.Err() != nil {
-			return reason.New(s.code, "stage %s was interrupted: %w", s.name, ctx.Err())
-		}
-		return reason.New(s.code, "stage %s did not finish within %s: %w", s.name, d, sctx.Err())
 	}
+	// The stage did not return in time (or the caller gave up). It holds
+	// st, which deny and the audit records read next: wait until it has
+	// returned. Stages honour their context, and what cannot (a TTY
+	// prompt, awaitCtx) runs apart from st, so this wait is short. Its
+	// result, whatever it is, is not used: the stage failed.
+	<-done
+	if ctx.Err() != nil {
+		return reason.New(s.code, "stage %s was interrupted: %w", s.name, ctx.Err())
+	}
+	return reason.New(s.code, "stage %s did not finish within %s: %w", s.name, d, sctx.Err())
+}
+
+// awaitCtx runs f on a goroutine of its own and returns its result, or
+// ctx's error as soon as ctx ends. For a call that cannot be interrupted
+// (a question on the TTY): f must not touch the pipeline's state, since it
+// may still run after awaitCtx returned.
+func awaitCtx[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				var zero T
+				ch <- result{zero, fmt.Errorf("internal error: %v", p)}
+			}
+		}()
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// ask puts a yes/no question to the user (Kernel.Ask) until ctx ends.
+func (k *Kernel) ask(ctx context.Context, q string) (bool, error) {
+	ask := k.Ask
+	return awaitCtx(ctx, func() (bool, error) { return ask(q) })
 }
 
 // deny finalizes a refusal: fills the result and writes the decision record

@@ -416,7 +416,7 @@ func (st *state) merge(v policy.Verdict, code reason.Code, why string) {
 // stagePrompt turns a prompt verdict into allow or deny: non-interactive →
 // deny (policy_prompt); otherwise ask on the TTY, EOF or anything but yes is
 // no. The answer goes into the audit record via the guard chain.
-func stagePrompt(_ context.Context, st *state) error {
+func stagePrompt(ctx context.Context, st *state) error {
 	if st.verdict != policy.Prompt {
 		return nil
 	}
@@ -429,7 +429,7 @@ func stagePrompt(_ context.Context, st *state) error {
 	}
 	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
 		joinActions(st.actions), st.res.Trust, termsafe.Line(st.denyWhy))
-	yes, err := st.k.Ask(q)
+	yes, err := st.k.ask(ctx, q)
 	if err != nil {
 		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)
 	}
