@@ -15,7 +15,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
-	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
@@ -92,7 +91,7 @@ func agentLimitsFor(st *state) agentLimits {
 			}
 		}
 	}
-	l.llm = llmCeilingFor(st)
+	l.llm = llmCeilingFor(st.set, st.pkg)
 	return l
 }
 
@@ -365,9 +364,6 @@ func executeAgent(ctx context.Context, st *state) error {
 	args, err := agentArgs(st, s.lim)
 	if err != nil {
 		return err
-	}
-	if s.lim.llm.enabled && st.k.Plugins != nil {
-		st.k.Plugins.Prestart(plugin.KindBroker, brokerPlugin)
 	}
 
 	// The session's context ends when the agent's run does (nested tool

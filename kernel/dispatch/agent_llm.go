@@ -14,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
@@ -38,9 +39,9 @@ type llmCeiling struct {
 	models []string
 }
 
-func llmCeilingFor(st *state) llmCeiling {
-	host, m := st.set.agentLLM, st.pkg.Manifest.LLMAccess
-	if m == nil && agentExtrasOf(st.pkg.Manifest).llmRequired {
+func llmCeilingFor(set *settings, pkg *store.Package) llmCeiling {
+	host, m := set.agentLLM, pkg.Manifest.LLMAccess
+	if m == nil && agentExtrasOf(pkg.Manifest).llmRequired {
 		// AgentNode's way of asking for a model (agent.llm.required, or
 		// tier llm_only): LLM access without ceilings of the manifest's own.
 		m = &manifest.LLMAccess{Enabled: true}
@@ -48,7 +49,7 @@ func llmCeilingFor(st *state) llmCeiling {
 	c := llmCeiling{maxCalls: host.MaxCalls, maxInputChars: host.MaxInputChars, maxOutputChars: host.MaxOutputChars}
 	switch {
 	case m == nil || !m.Enabled:
-		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true, and agent.llm.required is not set)", st.pkg.ID)
+		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true, and agent.llm.required is not set)", pkg.ID)
 		return c
 	case !host.Enabled:
 		c.why = "LLM calls of agents are off on this host (agent_sandbox.llm.enabled is false)"

@@ -129,7 +129,7 @@ func TestAgentArgsPython(t *testing.T) {
 	// host that has LLM calls off says no whatever the agent asks; the
 	// section's keys of the wrong type are as if absent.
 	m.Agent = json.RawMessage(`{"entrypoint":"digest_agent.agent:run","goal":7,"termination":"soon"}`)
-	if c := llmCeilingFor(st); c.enabled {
+	if c := llmCeilingFor(st.set, st.pkg); c.enabled {
 		t.Fatalf("LLM access without asking: %+v", c)
 	}
 	argv, err = agentArgs(st, agentLimitsFor(st))
@@ -142,11 +142,11 @@ func TestAgentArgsPython(t *testing.T) {
 	}
 	m.Agent = json.RawMessage(`{"tier":"llm_only"}`)
 	st.set.agentLLM.Enabled = false
-	if c := llmCeilingFor(st); c.enabled || !strings.Contains(c.why, "agent_sandbox.llm.enabled is false") {
+	if c := llmCeilingFor(st.set, st.pkg); c.enabled || !strings.Contains(c.why, "agent_sandbox.llm.enabled is false") {
 		t.Fatalf("host off: %+v", c)
 	}
 	st.set.agentLLM.Enabled = true
-	if c := llmCeilingFor(st); !c.enabled {
+	if c := llmCeilingFor(st.set, st.pkg); !c.enabled {
 		t.Fatalf("tier llm_only: %+v", c)
 	}
 

@@ -264,7 +264,7 @@ func TestLLMCeiling(t *testing.T) {
 		m := testAgentManifest()
 		m.LLMAccess = c.m
 		st := &state{set: &settings{agentLLM: c.host}, pkg: &store.Package{ID: "a", Manifest: m}}
-		got := llmCeilingFor(st)
+		got := llmCeilingFor(st.set, st.pkg)
 		if got.enabled != c.enabled || got.maxCalls != c.calls || (c.enabled && got.maxInputChars != c.in) {
 			t.Errorf("%s: %+v", c.name, got)
 		}

@@ -148,6 +148,8 @@ type state struct {
 	// checked launch of an mcp_server package (mcp.go).
 	lockEntry *lock.Value
 	mcp       *mcpPlan
+	// prestarted says what prestart has started (warm.go).
+	prestarted struct{ evaluators, pkg bool }
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no
@@ -247,6 +249,7 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 		if err := runStage(ctx, k, s, st); err != nil {
 			return st.res, k.deny(st, err)
 		}
+		st.prestart() // warm.go: the plugins what is known so far says the run will call
 	}
 	st.res.Decision = string(policy.Allow)
 	if req.DryRun {

@@ -18,10 +18,8 @@ import (
 	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
-	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
-	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )
 
 // stageConfig loads and validates the config. Missing → not_set_up,
@@ -35,9 +33,6 @@ func stageConfig(_ context.Context, st *state) error {
 	st.env = policy.EnvFrom(st.k.Environ)
 	st.env.Interactive = st.k.Interactive
 	st.env.Root = st.k.Root
-	// Start the plugins the later stages will call now (unless Warm did),
-	// so their launches overlap the lockfile, artifact and each other.
-	st.k.prestartEvaluators(set.trustPlugin, set.inspectors)
 	return nil
 }
 
@@ -83,11 +78,6 @@ func stageArtifact(_ context.Context, st *state) error {
 		// For the inspectors; it overlaps the hash and the plugin starts.
 		st.input = startInputCheck(tool.InputSchema, st.req.Input)
 	}
-	if st.k.Plugins != nil && !mayRunOnHost(st) {
-		// Certain to be sandboxed: start the backend now, alongside the
-		// trust plugin. This is a hint for start-up only; placement decides.
-		st.k.Plugins.Prestart(plugin.KindSandbox, st.set.backend)
-	}
 	return s.Verify(pkg)
 }
 
@@ -103,31 +93,6 @@ func checkInput(pkg *store.Package, input json.RawMessage) error {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
 	return nil
-}
-
-// mayRunOnHost reports whether any attestation of the package claims a tier
-// that host_trust_policy would place on the host. Claims are not verified
-// here (the trust stage does that); an unsigned claim can only make agentnode
-// skip a prestart, never change a decision.
-func mayRunOnHost(st *state) bool {
-	if st.set.hostTrustPolicy == "none" || st.pkg.Manifest.PackageType == "agent" {
-		return false
-	}
-	for _, raw := range st.pkg.Attestations {
-		a, err := attestation.Parse(raw)
-		if err != nil {
-			continue
-		}
-		switch a.TrustLevel {
-		case trust.LevelCurated:
-			return true
-		case trust.LevelTrusted:
-			if st.set.hostTrustPolicy == "default" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // stageTrust asks the configured trust plugin for the package's tier.
@@ -182,17 +147,13 @@ func stagePlacement(ctx context.Context, st *state) error {
 	} else if err := checkRuntime(m); err != nil {
 		return err
 	}
+	// The tier is the trust plugin's answer (stageTrust), lowered by the
+	// lockfile: placement reads no attestation itself.
 	placement := PlacementSandbox
-	switch st.res.Trust {
-	case trust.LevelCurated:
-		if st.set.hostTrustPolicy != "none" {
-			placement = PlacementHost
-		}
-	case trust.LevelTrusted:
-		if st.set.hostTrustPolicy == "default" {
-			placement = PlacementHost
-		}
+	if hostEligible(st.res.Trust, st.set.hostTrustPolicy) {
+		placement = PlacementHost
 	}
+	st.rememberPlacement()
 	if st.mcp != nil && len(st.mcp.domains) > 0 {
 		// Sealed egress exists only in the sandbox (mcp.go).
 		placement = PlacementSandbox
