@@ -36,41 +36,55 @@ func stageConfig(_ context.Context, st *state) error {
 	return nil
 }
 
-// stageArtifact loads the installed package and recomputes its content hash.
+// stageArtifact loads the installed package, resolves the request against
+// it (resolveRequest) and recomputes the package's content hash. The
+// request is resolved before the hash so that the input check and its
+// schema validation overlap the hashing and the plugin starts.
 func stageArtifact(_ context.Context, st *state) error {
-	s := st.k.store()
-	// The lockfile stage may have read the package's metadata already; its
-	// content is hashed again below either way.
+	pkg, err := st.loadPackage()
+	if err != nil {
+		return err
+	}
+	if err := st.resolveRequest(); err != nil {
+		return err
+	}
+	return st.k.store().Verify(pkg)
+}
+
+// loadPackage reads the installed package's metadata and manifest (the
+// lockfile stage may have read them already; the content is hashed again
+// by the artifact stage either way).
+func (st *state) loadPackage() (*store.Package, error) {
 	pkg, err := st.loaded, error(nil)
 	if pkg == nil || pkg.ID != st.req.Package {
-		pkg, err = s.Get(st.req.Package)
+		pkg, err = st.k.store().Get(st.req.Package)
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotInstalled) {
-			return reason.New(reason.ArtifactMismatch, "%w", err)
+			return nil, reason.New(reason.ArtifactMismatch, "%w", err)
 		}
-		return err
+		return nil, err
 	}
 	st.pkg = pkg
 	st.res.Version = pkg.Version
-	tool, ok := pkg.Manifest.Tool(st.req.Tool)
+	return pkg, nil
+}
+
+// resolveRequest finds the requested tool, bounds its input before
+// anything reads it, classifies the call's action types and, for the
+// inspectors, starts validating the input against the tool's schema.
+func (st *state) resolveRequest() error {
+	tool, ok := st.pkg.Manifest.Tool(st.req.Tool)
 	if !ok {
-		return reason.New(reason.PolicyDenied, "package %s has no tool %q", pkg.ID, st.req.Tool)
+		return reason.New(reason.PolicyDenied, "package %s has no tool %q", st.pkg.ID, st.req.Tool)
 	}
 	st.tool = tool
 	// Before anything reads the input (the schema check, the inspectors):
 	// its size, encoding and nesting are bounded.
-	if err := checkInput(pkg, st.req.Input); err != nil {
+	if err := checkInput(st.pkg, st.req.Input); err != nil {
 		return err
 	}
-	st.actions = policy.Classify(policy.ClassifyInput{
-		ToolName:           tool.Name,
-		DeclaredAction:     tool.ActionType,
-		NetworkLevel:       pkg.Manifest.Permissions.Network.Level,
-		FilesystemLevel:    pkg.Manifest.Permissions.Filesystem.Level,
-		CodeExecutionLevel: pkg.Manifest.Permissions.CodeExecution.Level,
-		Connector:          pkg.Manifest.Connector != nil,
-	})
+	st.actions = classify(st.pkg.Manifest, tool)
 	for _, a := range st.actions {
 		st.res.Actions = append(st.res.Actions, string(a))
 	}
@@ -78,7 +92,20 @@ func stageArtifact(_ context.Context, st *state) error {
 		// For the inspectors; it overlaps the hash and the plugin starts.
 		st.input = startInputCheck(tool.InputSchema, st.req.Input)
 	}
-	return s.Verify(pkg)
+	return nil
+}
+
+// classify is the call's action types (kernel/policy) from what the
+// manifest declares for the tool and the package.
+func classify(m *manifest.Manifest, tool *manifest.Tool) []policy.Action {
+	return policy.Classify(policy.ClassifyInput{
+		ToolName:           tool.Name,
+		DeclaredAction:     tool.ActionType,
+		NetworkLevel:       m.Permissions.Network.Level,
+		FilesystemLevel:    m.Permissions.Filesystem.Level,
+		CodeExecutionLevel: m.Permissions.CodeExecution.Level,
+		Connector:          m.Connector != nil,
+	})
 }
 
 // checkInput refuses, before the decision, an input the tool could not be
