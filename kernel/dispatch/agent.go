@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -385,7 +386,7 @@ func executeAgent(ctx context.Context, st *state) error {
 		s.serve(sctx, outR, inW, first, stop)
 	}()
 
-	stderr := &cappedBuffer{max: toolio.MaxStderr, drop: true}
+	stderr := &toolio.CappedBuffer{Max: toolio.MaxStderr, Drop: true}
 	start := time.Now()
 	resp, runErr := st.sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
@@ -418,14 +419,14 @@ func executeAgent(ctx context.Context, st *state) error {
 		if runErr == nil {
 			runErr = errors.New("no result")
 		}
-		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, runErr))
+		return plan.SandboxError(st.set.backend, runErr)
 	}
 	st.res.Ran = true
 	st.res.Stderr = string(stderr.Bytes())
 	code := resp.ExitCode
 	st.res.ExitCode = &code
 	if runErr != nil && !stopped {
-		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, runErr))
+		return plan.SandboxError(st.set.backend, runErr)
 	}
 	if !resp.CleanupVerified {
 		return reason.New(reason.SandboxUnavailable,
@@ -438,7 +439,7 @@ func executeAgent(ctx context.Context, st *state) error {
 		return reason.New(reason.Timeout, "agent %s was stopped at its wall clock of %s (%s)",
 			m.PackageID, s.lim.wallClock, s.lim.source)
 	}
-	if err := oomError(resp, "agent "+m.PackageID, st.set.limits); err != nil {
+	if err := plan.OOMError(resp.OOMKilled, resp.ExitCode, "agent "+m.PackageID, st.set.limits); err != nil {
 		return err
 	}
 	switch {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -30,9 +31,9 @@ import (
 
 // Placements.
 const (
-	PlacementHost    = "host"
-	PlacementSandbox = "sandbox"
-	PlacementNone    = "none"
+	PlacementHost    = plan.PlacementHost
+	PlacementSandbox = plan.PlacementSandbox
+	PlacementNone    = plan.PlacementNone
 )
 
 // Kernel runs tool calls through the pipeline. The zero value is not usable;
@@ -67,6 +68,11 @@ type Kernel struct {
 	// calls (agentnode mcp serve); nil starts one per call and stops it
 	// after (mcp.go).
 	MCPServers *MCPServers
+	// Executors are the executors and backends that run what the
+	// pipeline decided (kernel/plan; cmd/agentnode wires executor.Registry
+	// in). Without an executor for a package type, an allowed call of it
+	// fails closed after its decision record.
+	Executors *plan.Registry
 }
 
 // Request is one tool call.

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -28,7 +29,7 @@ func newHome(t *testing.T) *Kernel {
 		t.Fatal(err)
 	}
 	t.Setenv("AGENTNODE_CONFIG", "")
-	return &Kernel{HomeDir: dir, StageTimeout: 300 * time.Millisecond}
+	return &Kernel{HomeDir: dir, StageTimeout: 300 * time.Millisecond, Executors: executor.Registry()}
 }
 
 // withStages replaces the pipeline for one test.

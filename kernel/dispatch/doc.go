@@ -9,4 +9,12 @@
 // error carrying a reason code. An error, a panic or a timeout in any stage is
 // a deny with a reason code and an audit record; there is no path from a
 // failed stage to execution.
+//
+// The pipeline decides; it does not run tools. Execute hands the decision
+// as a kernel/plan.Plan to the executor cmd/agentnode wired in for the
+// package type (Kernel.Executors: executor/toolpack, on the host or
+// sandbox backend of executor/backend), and the kernel keeps the order and
+// the audit: decision record (fsync) before, outcome record after. Agents
+// and MCP servers are still executed in this package (agent*.go, mcp*.go,
+// egress.go).
 package dispatch

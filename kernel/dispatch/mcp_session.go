@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/mcpproxy"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
@@ -202,7 +203,7 @@ func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, egress
 		if err == nil {
 			err = errors.New("no result")
 		}
-		return -1, sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+		return -1, plan.SandboxError(st.set.backend, err)
 	}
 	if !resp.CleanupVerified {
 		return resp.ExitCode, reason.New(reason.SandboxUnavailable,

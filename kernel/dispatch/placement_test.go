@@ -66,20 +66,6 @@ func placementState(t *testing.T, policy, tier, pkgType string, agentSandbox boo
 	}
 }
 
-func TestCappedBuffer(t *testing.T) {
-	c := &cappedBuffer{max: 5}
-	if n, err := c.Write([]byte("abc")); n != 3 || err != nil {
-		t.Fatal(n, err)
-	}
-	if _, err := c.Write([]byte("defg")); !errors.Is(err, errOutputLimit) || !c.exceeded || string(c.Bytes()) != "abcde" {
-		t.Fatalf("stdout cap: err=%v exceeded=%v %q", err, c.exceeded, c.Bytes())
-	}
-	d := &cappedBuffer{max: 2, drop: true}
-	if n, err := d.Write([]byte("xyz")); n != 3 || err != nil || string(d.Bytes()) != "xy" {
-		t.Fatalf("stderr cap: %d %v %q", n, err, d.Bytes())
-	}
-}
-
 // TestPlacementPython: a `runtime: python` toolpack is placed like an exec
 // one; sandboxed it needs sandbox.python_image (sandbox_unavailable naming
 // the command that builds it when unset, never the host or the default

@@ -11,6 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -233,11 +234,11 @@ func checkSandbox(ctx context.Context, st *state) error {
 	}
 	client, err := st.k.Plugins.Sandbox(ctx, st.set.backend)
 	if err != nil {
-		return sandboxError(st.set.backend, err)
+		return plan.SandboxError(st.set.backend, err)
 	}
 	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, Rootfs: img.Rootfs})
 	if err != nil {
-		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+		return plan.SandboxError(st.set.backend, err)
 	}
 	if !resp.Available {
 		return reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)",
@@ -277,15 +278,6 @@ func sandboxImage(st *state) (string, error) {
 				"build and pin it with `agentnode sandbox build --python`", toolName(st))
 	}
 	return st.set.pythonImage, nil
-}
-
-// sandboxError turns "the backend plugin is missing or broken" into
-// sandbox_unavailable; a pin problem stays plugin_unpinned.
-func sandboxError(backend string, err error) error {
-	if reason.CodeOf(err) == reason.PluginUnavailable {
-		return reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
-	}
-	return err
 }
 
 // stagePolicy applies Guard's policy engine, with guard.max_permissions as

@@ -1,0 +1,171 @@
+// Package plan is the contract between the decision and the execution of a
+// tool call. kernel/dispatch runs the decision stages and, only once the
+// decision record is durable, hands an executor a Plan: what was decided
+// (the package, the tool, the input, the placement and its backend, the
+// limits) and nothing it could use to change the decision. The executor
+// runs the plan on the Backend the placement chose and fills an Outcome;
+// the kernel writes the outcome record.
+//
+// It belongs in the trusted core because it is the kernel's side of that
+// boundary: the kernel imports this package and never an executor, and the
+// executors (executor/…) import it and never kernel/dispatch.
+// cmd/agentnode wires executors and backends into the kernel (Registry).
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// Placements.
+const (
+	PlacementHost    = "host"
+	PlacementSandbox = "sandbox"
+	PlacementNone    = "none"
+)
+
+// Plan is one allowed tool call, decided. Executors read it; they never
+// change it.
+type Plan struct {
+	// RequestID names the run in the audit records and the sandbox.
+	RequestID string
+	// Package is the installed package whose artifact hash the decision
+	// verified, Tool its requested tool, Input the checked input.
+	Package *store.Package
+	Tool    *manifest.Tool
+	Input   json.RawMessage
+	// Placement is PlacementHost or PlacementSandbox; Backend runs
+	// processes there (BackendName is the sandbox backend's name, "" on
+	// the host).
+	Placement   string
+	BackendName string
+	Backend     Backend
+	// Limits and Timeout are the sandbox limits and the tool timeout.
+	Limits  sandbox.Limits
+	Timeout time.Duration
+	// Environ is the caller's environment; only a host run gets any of
+	// it, filtered (hostexec.AllowedEnv).
+	Environ []string
+	// HostConfinement is sandbox.host_confinement (host placement).
+	HostConfinement string
+	// Warn reports a warning (stderr and the result's warnings).
+	Warn func(msg string)
+}
+
+// Outcome is what an execution produced, filled as far as it got.
+type Outcome struct {
+	// Ran: a process was started.
+	Ran        bool
+	ExitCode   *int
+	OK         *bool
+	Output     json.RawMessage
+	Error      string
+	Stderr     string
+	DurationMS *int64
+	// Confinement is the host backend's note when a host run was less
+	// than fully confined ("unconfined: landlock unavailable"), "" else.
+	Confinement string
+}
+
+// Executor runs plans of one package type (toolpack, agent, mcp_server).
+// A tool that ran and failed is an Outcome with OK false, not an error;
+// the error is a run that could not be completed, with its reason code.
+type Executor interface {
+	Execute(ctx context.Context, p *Plan, out *Outcome) error
+}
+
+// Backend runs one process of a plan where the placement put it: on the
+// host (confined) or in a sandbox backend plugin. Every runtime goes
+// through the same interface, so runtime × placement is one matrix: the
+// executor says what to run (Task.Command), the backend how.
+type Backend interface {
+	Run(ctx context.Context, t *Task) (*Exit, error)
+}
+
+// Command is what a task runs, independent of where. Exactly one of Exec
+// and Python is set.
+type Command struct {
+	// Exec runs the package file Entrypoint (relative to the package)
+	// with Args.
+	Exec *Exec
+	// Python runs a `runtime: python` tool's entrypoint through the tool
+	// shim (sdk/python).
+	Python *Python
+}
+
+// Exec is an executable inside the package.
+type Exec struct {
+	Entrypoint string
+	Args       []string
+}
+
+// Python is a `runtime: python` tool.
+type Python struct {
+	// Entrypoint is the tool's Python entrypoint (module:function).
+	Entrypoint string
+	// PackageLevel: it is the package-level entrypoint of a tool without
+	// its own.
+	PackageLevel bool
+}
+
+// Task is one process to run.
+type Task struct {
+	// RunID names the run (the sandbox's container).
+	RunID      string
+	PackageDir string
+	Command    Command
+	// Env is the process environment on the host (already filtered); a
+	// sandbox gets none.
+	Env []string
+	// HostNetwork lets a host run open inet sockets (the host has no
+	// egress filter); a sandboxed run never has network.
+	HostNetwork bool
+	// HostConfinement is sandbox.host_confinement (host runs).
+	HostConfinement string
+	Limits          sandbox.Limits
+	Timeout         time.Duration
+	// Stdin is written to the process, then closed.
+	Stdin []byte
+	// MaxStdout bounds what is kept of stdout: past it the process is
+	// stopped (Exit.StdoutExceeded). MaxStderr bounds the stderr kept.
+	MaxStdout, MaxStderr int
+}
+
+// Exit is how a started process ended.
+type Exit struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+	// StdoutExceeded: stdout went past Task.MaxStdout and the process was
+	// stopped.
+	StdoutExceeded bool
+	// TimedOut: the process was stopped at Task.Timeout.
+	TimedOut bool
+	// OOMKilled: the kernel's OOM killer ended a process of the run.
+	OOMKilled bool
+	// Confinement is the host backend's note on a run that was less than
+	// fully confined.
+	Confinement string
+}
+
+// Registry is what cmd/agentnode wires into the kernel: an executor per
+// package type, and the backend of each placement.
+type Registry struct {
+	Executors map[string]Executor
+	// Backend returns the backend of a placement: the host, or the
+	// sandbox backend client the placement stage found available, running
+	// image img.
+	Backend func(placement, name string, sb *sandbox.Client, img Image) (Backend, error)
+}
+
+// Image is the resolved sandbox image a sandboxed plan runs in.
+type Image struct {
+	Ref          string // name@sha256:...
+	ConfigDigest string
+	Rootfs       string
+}
