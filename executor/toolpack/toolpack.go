@@ -79,6 +79,7 @@ func runTool(ctx context.Context, p *plan.Plan, stdin []byte) (*plan.Exit, error
 		RunID:      "an-" + p.RequestID,
 		PackageDir: p.Package.Dir,
 		Command:    cmd,
+		Stdin:      stdin,
 		Limits:     p.Limits,
 		Timeout:    p.Timeout,
 		MaxStdout:  toolio.MaxOutput,
@@ -93,8 +94,15 @@ func runTool(ctx context.Context, p *plan.Plan, stdin []byte) (*plan.Exit, error
 		t.HostConfinement = p.HostConfinement
 	}
 	exit, err := p.Backend.Run(ctx, t)
-	if err != nil {
-		return exit, err
+	if exit == nil {
+		return nil, err
+	}
+	if exit.RunErr != nil && !exit.StdoutExceeded {
+		return exit, exit.RunErr
+	}
+	if !exit.CleanupVerified {
+		return exit, reason.New(reason.SandboxUnavailable,
+			"sandbox backend %s could not prove the container was removed after the run", p.BackendName)
 	}
 	what := "tool " + p.Package.ID + "/" + p.Tool.Name
 	if exit.TimedOut {

@@ -16,7 +16,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
-	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // The agent protocol (specs/agent.md): the host writes the tool request
@@ -366,6 +365,10 @@ func executeAgent(ctx context.Context, st *state) error {
 	if err != nil {
 		return err
 	}
+	b, err := st.backend()
+	if err != nil {
+		return err
+	}
 
 	// The session's context ends when the agent's run does (nested tool
 	// runs and LLM calls in flight are cancelled), and at the latest a
@@ -386,23 +389,16 @@ func executeAgent(ctx context.Context, st *state) error {
 		s.serve(sctx, outR, inW, first, stop)
 	}()
 
-	stderr := &toolio.CappedBuffer{Max: toolio.MaxStderr, Drop: true}
 	start := time.Now()
-	resp, runErr := st.sandbox.Run(ctx, &sandbox.RunRequest{
-		Spec: sandbox.Spec{
-			RunID:      "an-" + st.res.RequestID,
-			Image:      st.img.Ref,
-			ImageID:    st.img.ConfigDigest,
-			Rootfs:     st.img.Rootfs,
-			PackageDir: st.pkg.Dir,
-			Args:       args,
-			Limits:     st.set.limits,
-			Timeout:    s.lim.wallClock,
-			Network:    false,
-		},
-		Stdin:  inR,
-		Stdout: outW,
-		Stderr: stderr,
+	exit, runErr := b.Run(ctx, &plan.Task{
+		RunID:        "an-" + st.res.RequestID,
+		PackageDir:   st.pkg.Dir,
+		Command:      plan.Command{Container: args},
+		Limits:       st.set.limits,
+		Timeout:      s.lim.wallClock,
+		MaxStderr:    toolio.MaxStderr,
+		StdinStream:  inR,
+		StdoutStream: outW,
 	})
 	// The agent is gone: the session reads EOF, its writes fail, and what
 	// it still has in flight is cancelled.
@@ -415,42 +411,39 @@ func executeAgent(ctx context.Context, st *state) error {
 	st.res.DurationMS = &ms
 	okFalse := false
 	st.res.OK = &okFalse
-	if resp == nil {
-		if runErr == nil {
-			runErr = errors.New("no result")
-		}
-		return plan.SandboxError(st.set.backend, runErr)
+	if exit == nil {
+		return runErr
 	}
 	st.res.Ran = true
-	st.res.Stderr = string(stderr.Bytes())
-	code := resp.ExitCode
+	st.res.Stderr = string(exit.Stderr)
+	code := exit.ExitCode
 	st.res.ExitCode = &code
-	if runErr != nil && !stopped {
-		return plan.SandboxError(st.set.backend, runErr)
+	if exit.RunErr != nil && !stopped {
+		return exit.RunErr
 	}
-	if !resp.CleanupVerified {
+	if !exit.CleanupVerified {
 		return reason.New(reason.SandboxUnavailable,
 			"sandbox backend %s could not prove the agent's container was removed after the run", st.set.backend)
 	}
 	if s.fatalErr != nil {
 		return s.fatalErr
 	}
-	if resp.TimedOut {
+	if exit.TimedOut {
 		return reason.New(reason.Timeout, "agent %s was stopped at its wall clock of %s (%s)",
 			m.PackageID, s.lim.wallClock, s.lim.source)
 	}
-	if err := plan.OOMError(resp.OOMKilled, resp.ExitCode, "agent "+m.PackageID, st.set.limits); err != nil {
+	if err := plan.OOMError(exit.OOMKilled, exit.ExitCode, "agent "+m.PackageID, st.set.limits); err != nil {
 		return err
 	}
 	switch {
 	case s.protoErr != nil:
 		st.res.Error = s.protoErr.Error()
 	case s.result == nil:
-		st.res.Error = fmt.Sprintf("agent exited with code %d without a result", resp.ExitCode)
+		st.res.Error = fmt.Sprintf("agent exited with code %d without a result", exit.ExitCode)
 	case *s.result.OK:
 		st.res.Output = s.result.Result
-		if resp.ExitCode != 0 {
-			st.res.Error = fmt.Sprintf("agent reported ok but exited with code %d", resp.ExitCode)
+		if exit.ExitCode != 0 {
+			st.res.Error = fmt.Sprintf("agent reported ok but exited with code %d", exit.ExitCode)
 		} else {
 			okTrue := true
 			st.res.OK = &okTrue

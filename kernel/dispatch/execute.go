@@ -41,15 +41,7 @@ func stageExecute(ctx context.Context, st *state) error {
 // with its backend (Kernel.Executors.Backend: the host, or the sandbox
 // backend the placement stage found available with its checked image).
 func (st *state) plan() (*plan.Plan, error) {
-	reg := st.k.Executors
-	if reg.Backend == nil {
-		return nil, reason.New(reason.SandboxUnavailable, "no backends are wired into this agentnode")
-	}
-	var img plan.Image
-	if st.img != nil {
-		img = plan.Image{Ref: st.img.Ref, ConfigDigest: st.img.ConfigDigest, Rootfs: st.img.Rootfs}
-	}
-	b, err := reg.Backend(st.res.Placement, st.set.backend, st.sandbox, img)
+	b, err := st.backend()
 	if err != nil {
 		return nil, err
 	}
@@ -88,4 +80,19 @@ func (st *state) takeOutcome(out *plan.Outcome) {
 	if out.Confinement != "" && r.Reason == "" {
 		r.Reason = out.Confinement
 	}
+}
+
+// backend is the backend of the placement (Kernel.Executors.Backend): the
+// host, or the sandbox backend the placement stage found available, with
+// its checked image.
+func (st *state) backend() (plan.Backend, error) {
+	reg := st.k.Executors
+	if reg == nil || reg.Backend == nil {
+		return nil, reason.New(reason.SandboxUnavailable, "no backends are wired into this agentnode")
+	}
+	var img plan.Image
+	if st.img != nil {
+		img = plan.Image{Ref: st.img.Ref, ConfigDigest: st.img.ConfigDigest, Rootfs: st.img.Rootfs}
+	}
+	return reg.Backend(st.res.Placement, st.set.backend, st.sandbox, img)
 }

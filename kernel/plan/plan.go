@@ -15,6 +15,7 @@ package plan
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -83,12 +84,16 @@ type Executor interface {
 // host (confined) or in a sandbox backend plugin. Every runtime goes
 // through the same interface, so runtime × placement is one matrix: the
 // executor says what to run (Task.Command), the backend how.
+//
+// Run returns an error only when it has no Exit: the process did not start
+// (a refused entrypoint or confinement) or the backend gave no answer, so
+// there is no proof the run is gone.
 type Backend interface {
 	Run(ctx context.Context, t *Task) (*Exit, error)
 }
 
-// Command is what a task runs, independent of where. Exactly one of Exec
-// and Python is set.
+// Command is what a task runs, independent of where. Exactly one field is
+// set.
 type Command struct {
 	// Exec runs the package file Entrypoint (relative to the package)
 	// with Args.
@@ -96,12 +101,21 @@ type Command struct {
 	// Python runs a `runtime: python` tool's entrypoint through the tool
 	// shim (sdk/python).
 	Python *Python
+	// Container is an argv inside the container, whose package is at
+	// /pack (an agent's shim command line). Only a sandbox runs it.
+	Container []string
 }
 
-// Exec is an executable inside the package.
+// Exec is an executable inside the package, or a script of it run by an
+// interpreter.
 type Exec struct {
 	Entrypoint string
 	Args       []string
+	// Interpreter, when set, runs the script Entrypoint: in a sandbox
+	// the image's program of that name, on the host HostInterpreter (its
+	// absolute path, resolved by the caller on a fixed system PATH).
+	Interpreter     string
+	HostInterpreter string
 }
 
 // Python is a `runtime: python` tool.
@@ -134,6 +148,14 @@ type Task struct {
 	// MaxStdout bounds what is kept of stdout: past it the process is
 	// stopped (Exit.StdoutExceeded). MaxStderr bounds the stderr kept.
 	MaxStdout, MaxStderr int
+	// StdinStream and StdoutStream, when set, replace Stdin and the kept
+	// stdout, for a process that speaks a protocol as it runs (an agent,
+	// an MCP server). A failed write to StdoutStream stops the process.
+	StdinStream  io.Reader
+	StdoutStream io.Writer
+	// EgressSocket is the sealed egress proxy's socket to mount into the
+	// sandbox ("": loopback only). Never on the host.
+	EgressSocket string
 }
 
 // Exit is how a started process ended.
@@ -151,6 +173,13 @@ type Exit struct {
 	// Confinement is the host backend's note on a run that was less than
 	// fully confined.
 	Confinement string
+	// CleanupVerified: the backend proved nothing of the run is left (the
+	// host: its process group killed and reaped; a sandbox: the
+	// container removed). A run without that proof is never a success.
+	CleanupVerified bool
+	// RunErr is the error the run ended with, for the executor to judge
+	// (a run the caller stopped, by refusing stdout, ends with one).
+	RunErr error
 }
 
 // Registry is what cmd/agentnode wires into the kernel: an executor per
