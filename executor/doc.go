@@ -4,11 +4,13 @@
 // never imports them: cmd/agentnode registers them.
 //
 //	executor/toolpack  runs a toolpack's tool over the tool I/O protocol
+//	executor/agent     runs an agent in the sandbox over the agent protocol
 //	executor/backend   the backends: the host (confined) and the sandbox
 //	                   backend plugins, behind one interface
 package executor
 
 import (
+	"github.com/agentnode/agentnode/executor/agent"
 	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/toolpack"
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -20,6 +22,7 @@ func Registry() *plan.Registry {
 	return &plan.Registry{
 		Executors: map[string]plan.Executor{
 			manifest.TypeToolpack: toolpack.Executor{},
+			manifest.TypeAgent:    agent.Executor{},
 		},
 		Backend: backend.For,
 	}

@@ -10,13 +10,10 @@ import (
 
 // stageExecute hands the decided call to the executor of its package type
 // (Kernel.Executors, wired in by cmd/agentnode: the kernel imports no
-// executor) as a plan, and takes the outcome back into the result. Agents
-// and MCP servers are still executed here (agent.go, mcp.go).
+// executor) as a plan, and takes the outcome back into the result. MCP
+// servers are still executed here (mcp.go).
 func stageExecute(ctx context.Context, st *state) error {
-	switch st.pkg.Manifest.PackageType {
-	case manifest.TypeAgent:
-		return executeAgent(ctx, st) // agent.go: the agent protocol
-	case manifest.TypeMCPServer:
+	if st.pkg.Manifest.PackageType == manifest.TypeMCPServer {
 		return executeMCP(ctx, st) // mcp.go: one guarded tools/call
 	}
 	typ := st.pkg.Manifest.PackageType
@@ -58,6 +55,10 @@ func (st *state) plan() (*plan.Plan, error) {
 		Environ:         st.k.Environ,
 		HostConfinement: st.set.hostConfinement,
 		Warn:            func(msg string) { st.k.warn(st, msg) },
+		Trust:           st.res.Trust,
+		Agent: plan.AgentSettings{SandboxEnabled: st.set.agentSandboxEnabled, LLM: st.set.agentLLM,
+			Providers: st.set.llmProviders},
+		Services: &services{st: st},
 	}, nil
 }
 

@@ -57,7 +57,8 @@ func (k *Kernel) prestartPlugins(trustPlugin string, inspectors []string, backen
 // calls it after every decision stage. With the config: the trust plugin
 // and the inspectors. With the package: the sandbox backend when the run
 // will (or, by the trust plugin's earlier answer, likely will) be
-// sandboxed, and for an agent with LLM access the broker.
+// sandboxed. The agent executor starts the LLM broker ahead when the run
+// has LLM access (services.PrestartBroker).
 func (st *state) prestart() {
 	if st.k.Plugins == nil || st.set == nil {
 		return
@@ -74,14 +75,9 @@ func (st *state) prestart() {
 		return
 	}
 	st.prestarted.pkg = true
-	var backend, broker string
 	if st.likelySandboxed(pkg.ID, pkg.Version, pkg.ArtifactHash, pkg.Manifest.PackageType) {
-		backend = st.set.backend
+		st.k.prestartPlugins("", nil, st.set.backend, "")
 	}
-	if pkg.Manifest.PackageType == manifest.TypeAgent && st.set.agentSandboxEnabled && llmCeilingFor(st.set, pkg).enabled {
-		broker = brokerPlugin
-	}
-	st.k.prestartPlugins("", nil, backend, broker)
 }
 
 // hostEligible is the placement rule for a trust tier (stagePlacement):

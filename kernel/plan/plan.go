@@ -56,6 +56,13 @@ type Plan struct {
 	HostConfinement string
 	// Warn reports a warning (stderr and the result's warnings).
 	Warn func(msg string)
+	// Trust is the package's tier as the decision found it.
+	Trust string
+	// Agent are the host's agent settings (agent plans).
+	Agent AgentSettings
+	// Services is the kernel's side of a run that makes requests of its
+	// own (agent plans).
+	Services Services
 }
 
 // Outcome is what an execution produced, filled as far as it got.
