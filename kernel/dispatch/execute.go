@@ -54,7 +54,6 @@ func (st *state) plan() (*plan.Plan, error) {
 		Timeout:         st.set.timeout,
 		Environ:         st.k.Environ,
 		HostConfinement: st.set.hostConfinement,
-		Warn:            func(msg string) { st.k.warn(st, msg) },
 		Trust:           st.res.Trust,
 		Agent: plan.AgentSettings{SandboxEnabled: st.set.agentSandboxEnabled, LLM: st.set.agentLLM,
 			Providers: st.set.llmProviders},

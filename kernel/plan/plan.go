@@ -54,8 +54,6 @@ type Plan struct {
 	Environ []string
 	// HostConfinement is sandbox.host_confinement (host placement).
 	HostConfinement string
-	// Warn reports a warning (stderr and the result's warnings).
-	Warn func(msg string)
 	// Trust is the package's tier as the decision found it.
 	Trust string
 	// Agent are the host's agent settings (agent plans).
