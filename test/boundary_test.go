@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -183,6 +184,40 @@ func TestKernelParsesNoEgressTraffic(t *testing.T) {
 	}
 	if uses := httpServerUses(fset, parsed); len(uses) > 0 {
 		t.Errorf("kernel code uses net/http's server side:\n%s", strings.Join(uses, "\n"))
+	}
+}
+
+// TestKernelImportsNoExecutor: the kernel decides and the executors run
+// what it decided (kernel/plan); no kernel package depends on an executor
+// or a backend (executor/...): cmd/agentnode wires them in. The executors
+// in turn do not depend on the pipeline (kernel/dispatch).
+func TestKernelImportsNoExecutor(t *testing.T) {
+	deps := func(pattern string) []string {
+		cmd := exec.Command("go", "list", "-tags", "seccomp", "-deps", "-f", "{{.ImportPath}}", pattern)
+		cmd.Dir = repoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pattern, err)
+		}
+		return strings.Fields(string(out))
+	}
+	kernel := deps("./kernel/...")
+	if !slices.Contains(kernel, module+"/kernel/plan") {
+		t.Fatal("go list output does not look like the kernel's closure")
+	}
+	for _, p := range kernel {
+		if p == module+"/executor" || strings.HasPrefix(p, module+"/executor/") {
+			t.Errorf("the kernel depends on %s", p)
+		}
+	}
+	executors := deps("./executor/...")
+	if !slices.Contains(executors, module+"/executor/toolpack") {
+		t.Fatal("go list output does not look like the executors' closure")
+	}
+	for _, p := range executors {
+		if p == module+"/kernel/dispatch" {
+			t.Errorf("an executor depends on %s", p)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -119,6 +120,8 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 		Interactive: interactive,
 		Root:        os.Geteuid() == 0,
 		Warn:        termsafe.NewWriter(os.Stderr),
+		// What runs a decided call: the kernel imports no executor.
+		Executors: executor.Registry(),
 	}
 	if interactive {
 		k.Ask = askTTY

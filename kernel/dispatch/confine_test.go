@@ -194,3 +194,20 @@ func TestHostConfinementFullNoNote(t *testing.T) {
 		}
 	}
 }
+
+// TestNoExecutorFailsClosed: a kernel into which no executor for the
+// package type is wired decides as always, records the decision, runs
+// nothing and records the failure (plugin_unavailable).
+func TestNoExecutorFailsClosed(t *testing.T) {
+	k := confineHome(t, confine.ModeBestEffort)
+	withKernelABI(t, confine.MinABI)
+	k.Executors = nil
+	res, err := k.Run(context.Background(), &Request{Package: "host-tools", Tool: "hello", Input: []byte(`{}`)})
+	if !errors.Is(err, reason.ErrPluginUnavailable) || res.Ran || res.Decision != "allow" || !strings.Contains(err.Error(), "no executor") {
+		t.Fatalf("%+v %v", res, err)
+	}
+	recs := auditRecords(t, k)
+	if len(recs) != 2 || recs[0].Event != "decision" || recs[1].Event != "outcome" || recs[1].Code != string(reason.PluginUnavailable) {
+		t.Fatalf("records %+v", recs)
+	}
+}

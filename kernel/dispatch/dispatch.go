@@ -20,6 +20,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -30,9 +31,9 @@ import (
 
 // Placements.
 const (
-	PlacementHost    = "host"
-	PlacementSandbox = "sandbox"
-	PlacementNone    = "none"
+	PlacementHost    = plan.PlacementHost
+	PlacementSandbox = plan.PlacementSandbox
+	PlacementNone    = plan.PlacementNone
 )
 
 // Kernel runs tool calls through the pipeline. The zero value is not usable;
@@ -67,6 +68,11 @@ type Kernel struct {
 	// calls (agentnode mcp serve); nil starts one per call and stops it
 	// after (mcp.go).
 	MCPServers *MCPServers
+	// Executors are the executors and backends that run what the
+	// pipeline decided (kernel/plan; cmd/agentnode wires executor.Registry
+	// in). Without an executor for a package type, an allowed call of it
+	// fails closed after its decision record.
+	Executors *plan.Registry
 }
 
 // Request is one tool call.
@@ -148,6 +154,8 @@ type state struct {
 	// checked launch of an mcp_server package (mcp.go).
 	lockEntry *lock.Value
 	mcp       *mcpPlan
+	// prestarted says what prestart has started (warm.go).
+	prestarted struct{ evaluators, pkg bool }
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no
@@ -247,6 +255,7 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 		if err := runStage(ctx, k, s, st); err != nil {
 			return st.res, k.deny(st, err)
 		}
+		st.prestart() // warm.go: the plugins what is known so far says the run will call
 	}
 	st.res.Decision = string(policy.Allow)
 	if req.DryRun {
@@ -303,13 +312,52 @@ func runStage(ctx context.Context, k *Kernel, s stage, st *state) error {
 		}
 		return err
 	case <-sctx.Done():
-		// The stage did not return in time (or the caller gave up); its
-		// goroutine is abandoned.
-		if ctx.Err() != nil {
-			return reason.New(s.code, "stage %s was interrupted: %w", s.name, ctx.Err())
-		}
-		return reason.New(s.code, "stage %s did not finish within %s: %w", s.name, d, sctx.Err())
 	}
+	// The stage did not return in time (or the caller gave up). It holds
+	// st, which deny and the audit records read next: wait until it has
+	// returned. Stages honour their context, and what cannot (a TTY
+	// prompt, awaitCtx) runs apart from st, so this wait is short. Its
+	// result, whatever it is, is not used: the stage failed.
+	<-done
+	if ctx.Err() != nil {
+		return reason.New(s.code, "stage %s was interrupted: %w", s.name, ctx.Err())
+	}
+	return reason.New(s.code, "stage %s did not finish within %s: %w", s.name, d, sctx.Err())
+}
+
+// awaitCtx runs f on a goroutine of its own and returns its result, or
+// ctx's error as soon as ctx ends. For a call that cannot be interrupted
+// (a question on the TTY): f must not touch the pipeline's state, since it
+// may still run after awaitCtx returned.
+func awaitCtx[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				var zero T
+				ch <- result{zero, fmt.Errorf("internal error: %v", p)}
+			}
+		}()
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// ask puts a yes/no question to the user (Kernel.Ask) until ctx ends.
+func (k *Kernel) ask(ctx context.Context, q string) (bool, error) {
+	ask := k.Ask
+	return awaitCtx(ctx, func() (bool, error) { return ask(q) })
 }
 
 // deny finalizes a refusal: fills the result and writes the decision record

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -28,7 +29,7 @@ func newHome(t *testing.T) *Kernel {
 		t.Fatal(err)
 	}
 	t.Setenv("AGENTNODE_CONFIG", "")
-	return &Kernel{HomeDir: dir, StageTimeout: 300 * time.Millisecond}
+	return &Kernel{HomeDir: dir, StageTimeout: 300 * time.Millisecond, Executors: executor.Registry()}
 }
 
 // withStages replaces the pipeline for one test.
@@ -56,17 +57,11 @@ func executeMustNotRun(t *testing.T) stage {
 }
 
 func TestStageFailuresDenyAndAudit(t *testing.T) {
-	// The hanging stage ignores its context and waits for the test's end:
-	// Run returning with "did not finish within" while it still hangs is
-	// the proof that the stage deadline is enforced (the minute is only a
-	// safety net).
-	release := make(chan struct{})
-	defer close(release)
-	hang := func(context.Context, *state) error {
-		select {
-		case <-release:
-		case <-time.After(time.Minute):
-		}
+	// The hanging stage returns only when its context ends, and then says
+	// nil: Run denying with "did not finish within" is the proof that the
+	// stage deadline is enforced and that a late success does not count.
+	hang := func(ctx context.Context, _ *state) error {
+		<-ctx.Done()
 		return nil
 	}
 	cases := []struct {
@@ -105,6 +100,93 @@ func TestStageFailuresDenyAndAudit(t *testing.T) {
 				t.Fatalf("audit record %+v", rec)
 			}
 		})
+	}
+}
+
+// TestTimedOutStageIsAwaited: a stage that overruns its deadline still
+// holds the state; Run must not read it (deny, the decision record) before
+// the stage has returned. The stage here notices its cancellation, keeps
+// running until the test lets it go, and then writes the state. Before the
+// fix runStage abandoned it: Run returned while the stage still ran, and
+// the stage's late write raced with deny's (under -race: a reported race;
+// without: the result's reason was the stage's, not the timeout's).
+func TestTimedOutStageIsAwaited(t *testing.T) {
+	k := newHome(t)
+	cancelled, release := make(chan struct{}), make(chan struct{})
+	slow := func(ctx context.Context, st *state) error {
+		<-ctx.Done()
+		close(cancelled)
+		<-release
+		st.res.Reason = "written late by the stage"
+		st.res.GuardChain = append(st.res.GuardChain, "late")
+		return nil
+	}
+	withStages(t,
+		stage{name: "config", code: reason.ConfigInvalid, run: stageConfig},
+		stage{name: "slow", code: reason.RateLimited, run: slow,
+			timeout: func(*state) time.Duration { return 20 * time.Millisecond }},
+		executeMustNotRun(t))
+	type ran struct {
+		res *Result
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		res, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+		done <- ran{res, err}
+	}()
+	select {
+	case <-cancelled:
+	case r := <-done:
+		t.Fatalf("the slow stage was not reached: %v", r.err)
+	}
+	select {
+	case r := <-done:
+		close(release)
+		t.Fatalf("Run returned (%v) while its timed-out stage was still running", r.err)
+	case <-time.After(200 * time.Millisecond):
+		// Run is still waiting for the stage (the 200 ms only give a
+		// wrong Run the chance to return early).
+	}
+	close(release)
+	r := <-done
+	if reason.CodeOf(r.err) != reason.RateLimited || !strings.Contains(r.err.Error(), "did not finish within") {
+		t.Fatalf("err = %v", r.err)
+	}
+	if r.res.Decision != "deny" || r.res.Reason != r.err.Error() {
+		t.Fatalf("result %+v: the stage's late write was not overwritten by the denial", r.res)
+	}
+	if rec := lastRecord(t, k); rec.Decision != "deny" || rec.Reason != r.res.Reason || len(rec.GuardChain) != 1 {
+		t.Fatalf("decision record %+v: not the state after the stage returned", rec)
+	}
+}
+
+// TestPromptHonoursItsDeadline: a question nobody answers (Ask blocks on
+// the TTY and cannot be interrupted) ends at the prompt deadline with
+// policy_prompt; Run does not wait for the answer.
+func TestPromptHonoursItsDeadline(t *testing.T) {
+	k := newHome(t)
+	k.PromptTimeout = 50 * time.Millisecond
+	k.Interactive = true
+	answer := make(chan struct{})
+	defer close(answer)
+	k.Ask = func(string) (bool, error) { <-answer; return true, nil }
+	withStages(t,
+		stage{name: "config", code: reason.ConfigInvalid, run: stageConfig},
+		stage{name: "ask", code: reason.PolicyPrompt, run: func(ctx context.Context, st *state) error {
+			yes, err := st.k.ask(ctx, "?")
+			if err != nil {
+				return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)
+			}
+			if !yes {
+				return errors.New("no")
+			}
+			return nil
+		}, timeout: func(st *state) time.Duration { return st.k.promptTimeout() }},
+		executeMustNotRun(t))
+	_, err := k.Run(context.Background(), &Request{Package: "p", Tool: "t"})
+	if reason.CodeOf(err) != reason.PolicyPrompt {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -13,12 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/mcpproxy"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
-	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // MCPSessionLifetime bounds how long a kept-alive MCP server runs
@@ -149,65 +148,50 @@ func startMCPSession(initCtx, runCtx context.Context, st *state, lifetime time.D
 	return s, nil
 }
 
-// runMCPServer runs the server process until it ends and reports its exit
-// code and, for the sandbox, whether its removal was verified.
+// runMCPServer runs the server process on the placement's backend until
+// it ends and reports its exit code and, for the sandbox, whether its
+// removal was verified.
 func runMCPServer(ctx context.Context, st *state, lifetime time.Duration, egressSock string, stdin io.Reader, stdout io.Writer, stderr io.Writer) (int, error) {
-	if st.res.Placement == PlacementHost {
-		res, err := hostexec.Run(ctx, &hostexec.Request{
-			PackageDir:   st.pkg.Dir,
-			Entrypoint:   st.mcp.cmd.Path,
-			Interpreter:  st.mcp.interpreter,
-			Args:         st.mcp.cmd.Args,
-			Env:          []string{mcpServerPath},
-			Timeout:      lifetime,
-			MaxStderr:    toolio.MaxStderr,
-			StdinStream:  stdin,
-			StdoutStream: stdout,
-			// No network at all: a server with sealed
-			// mcp_allowed_domains never runs on the host.
-			Confine: &hostexec.Confinement{Mode: st.set.hostConfinement, Network: false},
-		})
-		if res == nil {
-			// Not started (refused entrypoint or confinement): its
-			// coded error is the run's.
-			return -1, fmt.Errorf("the MCP server of %s was not started: %w", st.pkg.ID, err)
-		}
-		_, _ = stderr.Write(res.Stderr)
-		// hostexec returns after the process group is killed and the
-		// server reaped.
-		return res.ExitCode, nil
-	}
-	if st.sandbox == nil || st.img == nil {
+	if st.res.Placement == PlacementSandbox && (st.sandbox == nil || st.img == nil) {
 		return -1, reason.New(reason.SandboxUnavailable, "no sandbox was placed for the MCP server of %s", st.pkg.ID)
 	}
-	resp, err := st.sandbox.Run(ctx, &sandbox.RunRequest{
-		Spec: sandbox.Spec{
-			RunID:      "an-mcp-" + st.res.RequestID,
-			Image:      st.img.Ref,
-			ImageStore: st.img.Store,
-			PackageDir: st.pkg.Dir,
-			Args:       st.mcp.cmd.Argv(),
-			Limits:     st.set.limits,
-			Timeout:    lifetime,
-			Network:    false,
-			// The sealed egress proxy's socket, or "" (loopback only).
-			EgressSocket: egressSock,
-		},
-		Stdin:  stdin,
-		Stdout: stdout,
-		Stderr: stderr,
-	})
-	if resp == nil {
-		if err == nil {
-			err = errors.New("no result")
-		}
-		return -1, sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+	b, err := st.backend()
+	if err != nil {
+		return -1, err
 	}
-	if !resp.CleanupVerified {
-		return resp.ExitCode, reason.New(reason.SandboxUnavailable,
+	t := &plan.Task{
+		RunID:      "an-mcp-" + st.res.RequestID,
+		PackageDir: st.pkg.Dir,
+		Command: plan.Command{Exec: &plan.Exec{Entrypoint: st.mcp.cmd.Path, Args: st.mcp.cmd.Args,
+			Interpreter: st.mcp.cmd.Interpreter, HostInterpreter: st.mcp.interpreter}},
+		Limits:       st.set.limits,
+		Timeout:      lifetime,
+		MaxStderr:    toolio.MaxStderr,
+		StdinStream:  stdin,
+		StdoutStream: stdout,
+		// The sealed egress proxy's socket, or "" (loopback only); a
+		// server with sealed mcp_allowed_domains never runs on the host.
+		EgressSocket: egressSock,
+	}
+	if st.res.Placement == PlacementHost {
+		// No network at all, nothing of the host's environment but PATH.
+		t.Env, t.HostConfinement = []string{mcpServerPath}, st.set.hostConfinement
+	}
+	exit, err := b.Run(ctx, t)
+	if exit == nil {
+		if st.res.Placement == PlacementHost {
+			// Not started (refused entrypoint or confinement): its coded
+			// error is the run's.
+			return -1, fmt.Errorf("the MCP server of %s was not started: %w", st.pkg.ID, err)
+		}
+		return -1, err
+	}
+	_, _ = stderr.Write(exit.Stderr)
+	if !exit.CleanupVerified {
+		return exit.ExitCode, reason.New(reason.SandboxUnavailable,
 			"sandbox backend %s could not prove the MCP server's container was removed", st.set.backend)
 	}
-	return resp.ExitCode, nil
+	return exit.ExitCode, nil
 }
 
 // stop ends the server: stdin closed (a server exits at EOF), killed after

@@ -66,20 +66,6 @@ func placementState(t *testing.T, policy, tier, pkgType string, agentSandbox boo
 	}
 }
 
-func TestCappedBuffer(t *testing.T) {
-	c := &cappedBuffer{max: 5}
-	if n, err := c.Write([]byte("abc")); n != 3 || err != nil {
-		t.Fatal(n, err)
-	}
-	if _, err := c.Write([]byte("defg")); !errors.Is(err, errOutputLimit) || !c.exceeded || string(c.Bytes()) != "abcde" {
-		t.Fatalf("stdout cap: err=%v exceeded=%v %q", err, c.exceeded, c.Bytes())
-	}
-	d := &cappedBuffer{max: 2, drop: true}
-	if n, err := d.Write([]byte("xyz")); n != 3 || err != nil || string(d.Bytes()) != "xy" {
-		t.Fatalf("stderr cap: %d %v %q", n, err, d.Bytes())
-	}
-}
-
 // TestPlacementPython: a `runtime: python` toolpack is placed like an exec
 // one; sandboxed it needs sandbox.python_image (sandbox_unavailable naming
 // the command that builds it when unset, never the host or the default
@@ -115,6 +101,71 @@ func TestPlacementPython(t *testing.T) {
 		err := stagePlacement(context.Background(), st)
 		if !errors.Is(err, reason.ErrRuntimeUnsupported) || errors.Is(err, reason.ErrPolicyDenied) || st.res.Placement != PlacementNone {
 			t.Errorf("%s runtime %s: placement %q, %v", c.pkgType, c.runtime, st.res.Placement, err)
+		}
+	}
+}
+
+// TestPrestartHintFromTrustAnswer: whether the sandbox backend is started
+// ahead (warm.go) follows the trust plugin's earlier answer for this very
+// package, never a tier its attestations claim: a package claiming curated
+// whose answer was unknown is hinted to the sandbox, one whose answer was
+// curated is not, and the hint is kept per version and host trust policy.
+func TestPrestartHintFromTrustAnswer(t *testing.T) {
+	claimCurated := []byte(`{"trust_level":"curated","package_id":"p","version":"1.0.0"}`)
+	for _, c := range []struct {
+		answer, policy string
+		want           bool
+	}{
+		{"unknown", "default", true},
+		{"verified", "default", true},
+		{"trusted", "curated_only", true},
+		{"trusted", "default", false},
+		{"curated", "curated_only", false},
+	} {
+		st := placementState(t, c.policy, c.answer, "toolpack", false)
+		st.pkg.Version, st.pkg.ArtifactHash = "1.0.0", "sha256:"+strings.Repeat("a", 64)
+		st.pkg.Attestations = [][]byte{claimCurated}
+		st.set.trustPlugin = "attest"
+		id, v, h := st.pkg.ID, st.pkg.Version, st.pkg.ArtifactHash
+		if st.likelySandboxed(id, v, h, "toolpack") {
+			t.Fatalf("%s/%s: hinted before any answer", c.answer, c.policy)
+		}
+		_ = stagePlacement(context.Background(), st)
+		if got := st.likelySandboxed(id, v, h, "toolpack"); got != c.want {
+			t.Errorf("answer %s, policy %s: likelySandboxed = %v, want %v", c.answer, c.policy, got, c.want)
+		}
+		if st.likelySandboxed(id, "2.0.0", h, "toolpack") {
+			t.Errorf("answer %s, policy %s: the hint carried over to another version", c.answer, c.policy)
+		}
+		if c.want && c.policy == "default" {
+			st.set.hostTrustPolicy = "curated_only"
+			if st.likelySandboxed(id, v, h, "toolpack") {
+				t.Errorf("answer %s: the hint carried over to another host_trust_policy", c.answer)
+			}
+		}
+	}
+	// Certain without any answer: agents, and host_trust_policy none.
+	if st := placementState(t, "default", "", "agent", true); !st.likelySandboxed("p", "1", "h", "agent") {
+		t.Error("an agent is not hinted to the sandbox")
+	}
+	if st := placementState(t, "none", "", "toolpack", false); !st.likelySandboxed("p", "1", "h", "toolpack") {
+		t.Error("host_trust_policy none is not hinted to the sandbox")
+	}
+}
+
+// TestHostEligible is placement's tier rule (TestPlacement runs it
+// through stagePlacement).
+func TestHostEligible(t *testing.T) {
+	for _, c := range []struct {
+		level, policy string
+		want          bool
+	}{
+		{"curated", "default", true}, {"curated", "curated_only", true}, {"curated", "none", false},
+		{"trusted", "default", true}, {"trusted", "curated_only", false}, {"trusted", "none", false},
+		{"verified", "default", false}, {"unverified", "default", false}, {"unknown", "default", false}, {"", "default", false},
+	} {
+		if got := hostEligible(c.level, c.policy); got != c.want {
+			t.Errorf("hostEligible(%q, %q) = %v, want %v", c.level, c.policy, got, c.want)
 		}
 	}
 }

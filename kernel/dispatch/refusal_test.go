@@ -12,7 +12,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/verdict"
-	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // TestBadInputIsRefusedBeforeTheDecision: an input no tool can be given
@@ -72,27 +71,6 @@ func TestBadLimitsAreAConfigError(t *testing.T) {
 		_, err = loadSettings(path, nil, verdict.Open(t.TempDir()))
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "sandbox.limits") {
 			t.Errorf("sandbox.limits.%s=%v: err = %v, want config_invalid naming sandbox.limits", key, value, err)
-		}
-	}
-}
-
-// TestOOMKilledRunIsKilledMemory: a sandboxed run the OOM killer ended is
-// killed_memory (exit 1), naming the limit; other kills are not, and a run
-// that still exited 0 keeps its outcome.
-func TestOOMKilledRunIsKilledMemory(t *testing.T) {
-	lim := sandbox.Limits{MemoryBytes: 64 << 20}
-	err := oomError(&sandbox.RunResponse{ExitCode: 137, Killed: true, OOMKilled: true}, "tool a/b", lim)
-	if !errors.Is(err, reason.ErrKilledMemory) || reason.CodeOf(err).ExitCode() != reason.ExitFailed ||
-		!strings.Contains(err.Error(), "64 MiB") {
-		t.Fatalf("err = %v", err)
-	}
-	for _, resp := range []*sandbox.RunResponse{
-		{ExitCode: 137, Killed: true},
-		{ExitCode: 0, OOMKilled: true},
-		{ExitCode: 1},
-	} {
-		if err := oomError(resp, "tool a/b", lim); err != nil {
-			t.Errorf("%+v: %v", resp, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -178,20 +179,21 @@ func TestAgentOverridesPreApprove(t *testing.T) {
 	}
 }
 
-// TestRunToolCarriesTheAgent: a run_tool from an agent's session reaches
-// the nested pipeline with the agent's pre-approvals.
+// TestRunToolCarriesTheAgent: a run_tool of an agent's session
+// (services.RunTool, what the agent executor calls) reaches the nested
+// pipeline with the agent's pre-approvals.
 func TestRunToolCarriesTheAgent(t *testing.T) {
 	m := testAgentManifest()
 	m.ToolAccess.AllowedPackages = []string{"acme-pack"}
 	st := agentState(t, m, nil)
 	setConfig(t, st.k, "guard.agent_overrides", `{"test-agent":{"pre_approved_actions":["delete"]}}`)
 	ran := sdkGuardPipeline(t)
-	a := startSession(t, st)
-	rep := a.send(`{"id":1,"type":"run_tool","package":"acme-pack","tool":"purge_cache","input":{}}`)
+	svc := &services{st: st}
 	// The stand-in execution returns no result: the tool "failed", but it
 	// ran, no refusal code.
-	if _, refused := rep["code"]; refused || *ran != 1 {
-		t.Fatalf("pre-approved call: reply %v, ran %d", rep, *ran)
+	res, err := svc.RunTool(context.Background(), "acme-pack", "purge_cache", json.RawMessage(`{}`))
+	if err != nil || res.Decision != "allow" || *ran != 1 {
+		t.Fatalf("pre-approved call: %+v %v, ran %d", res, err, *ran)
 	}
 	// The same call from the CLI is a prompt, a refusal when not
 	// interactive.
@@ -199,9 +201,9 @@ func TestRunToolCarriesTheAgent(t *testing.T) {
 		t.Fatalf("CLI call: %v", err)
 	}
 	setConfig(t, st.k, "guard.agent_overrides", `{}`)
-	rep = a.send(`{"id":2,"type":"run_tool","package":"acme-pack","tool":"purge_cache","input":{}}`)
-	if rep["ok"] != false || rep["code"] != "policy_prompt" || *ran != 1 {
-		t.Fatalf("without the pre-approval: reply %v, ran %d", rep, *ran)
+	res, err = svc.RunTool(context.Background(), "acme-pack", "purge_cache", json.RawMessage(`{}`))
+	if !errors.Is(err, reason.ErrPolicyPrompt) || res.Code != "policy_prompt" || *ran != 1 {
+		t.Fatalf("without the pre-approval: %+v %v, ran %d", res, err, *ran)
 	}
 }
 

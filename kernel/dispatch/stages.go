@@ -11,6 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -18,10 +19,8 @@ import (
 	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
-	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
-	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )
 
 // stageConfig loads and validates the config. Missing → not_set_up,
@@ -35,47 +34,58 @@ func stageConfig(_ context.Context, st *state) error {
 	st.env = policy.EnvFrom(st.k.Environ)
 	st.env.Interactive = st.k.Interactive
 	st.env.Root = st.k.Root
-	// Start the plugins the later stages will call now (unless Warm did),
-	// so their launches overlap the lockfile, artifact and each other.
-	st.k.prestartEvaluators(set.trustPlugin, set.inspectors)
 	return nil
 }
 
-// stageArtifact loads the installed package and recomputes its content hash.
+// stageArtifact loads the installed package, resolves the request against
+// it (resolveRequest) and recomputes the package's content hash. The
+// request is resolved before the hash so that the input check and its
+// schema validation overlap the hashing and the plugin starts.
 func stageArtifact(_ context.Context, st *state) error {
-	s := st.k.store()
-	// The lockfile stage may have read the package's metadata already; its
-	// content is hashed again below either way.
+	pkg, err := st.loadPackage()
+	if err != nil {
+		return err
+	}
+	if err := st.resolveRequest(); err != nil {
+		return err
+	}
+	return st.k.store().Verify(pkg)
+}
+
+// loadPackage reads the installed package's metadata and manifest (the
+// lockfile stage may have read them already; the content is hashed again
+// by the artifact stage either way).
+func (st *state) loadPackage() (*store.Package, error) {
 	pkg, err := st.loaded, error(nil)
 	if pkg == nil || pkg.ID != st.req.Package {
-		pkg, err = s.Get(st.req.Package)
+		pkg, err = st.k.store().Get(st.req.Package)
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotInstalled) {
-			return reason.New(reason.ArtifactMismatch, "%w", err)
+			return nil, reason.New(reason.ArtifactMismatch, "%w", err)
 		}
-		return err
+		return nil, err
 	}
 	st.pkg = pkg
 	st.res.Version = pkg.Version
-	tool, ok := pkg.Manifest.Tool(st.req.Tool)
+	return pkg, nil
+}
+
+// resolveRequest finds the requested tool, bounds its input before
+// anything reads it, classifies the call's action types and, for the
+// inspectors, starts validating the input against the tool's schema.
+func (st *state) resolveRequest() error {
+	tool, ok := st.pkg.Manifest.Tool(st.req.Tool)
 	if !ok {
-		return reason.New(reason.PolicyDenied, "package %s has no tool %q", pkg.ID, st.req.Tool)
+		return reason.New(reason.PolicyDenied, "package %s has no tool %q", st.pkg.ID, st.req.Tool)
 	}
 	st.tool = tool
 	// Before anything reads the input (the schema check, the inspectors):
 	// its size, encoding and nesting are bounded.
-	if err := checkInput(pkg, st.req.Input); err != nil {
+	if err := checkInput(st.pkg, st.req.Input); err != nil {
 		return err
 	}
-	st.actions = policy.Classify(policy.ClassifyInput{
-		ToolName:           tool.Name,
-		DeclaredAction:     tool.ActionType,
-		NetworkLevel:       pkg.Manifest.Permissions.Network.Level,
-		FilesystemLevel:    pkg.Manifest.Permissions.Filesystem.Level,
-		CodeExecutionLevel: pkg.Manifest.Permissions.CodeExecution.Level,
-		Connector:          pkg.Manifest.Connector != nil,
-	})
+	st.actions = classify(st.pkg.Manifest, tool)
 	for _, a := range st.actions {
 		st.res.Actions = append(st.res.Actions, string(a))
 	}
@@ -83,12 +93,20 @@ func stageArtifact(_ context.Context, st *state) error {
 		// For the inspectors; it overlaps the hash and the plugin starts.
 		st.input = startInputCheck(tool.InputSchema, st.req.Input)
 	}
-	if st.k.Plugins != nil && !mayRunOnHost(st) {
-		// Certain to be sandboxed: start the backend now, alongside the
-		// trust plugin. This is a hint for start-up only; placement decides.
-		st.k.Plugins.Prestart(plugin.KindSandbox, st.set.backend)
-	}
-	return s.Verify(pkg)
+	return nil
+}
+
+// classify is the call's action types (kernel/policy) from what the
+// manifest declares for the tool and the package.
+func classify(m *manifest.Manifest, tool *manifest.Tool) []policy.Action {
+	return policy.Classify(policy.ClassifyInput{
+		ToolName:           tool.Name,
+		DeclaredAction:     tool.ActionType,
+		NetworkLevel:       m.Permissions.Network.Level,
+		FilesystemLevel:    m.Permissions.Filesystem.Level,
+		CodeExecutionLevel: m.Permissions.CodeExecution.Level,
+		Connector:          m.Connector != nil,
+	})
 }
 
 // checkInput refuses, before the decision, an input the tool could not be
@@ -103,31 +121,6 @@ func checkInput(pkg *store.Package, input json.RawMessage) error {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
 	return nil
-}
-
-// mayRunOnHost reports whether any attestation of the package claims a tier
-// that host_trust_policy would place on the host. Claims are not verified
-// here (the trust stage does that); an unsigned claim can only make agentnode
-// skip a prestart, never change a decision.
-func mayRunOnHost(st *state) bool {
-	if st.set.hostTrustPolicy == "none" || st.pkg.Manifest.PackageType == "agent" {
-		return false
-	}
-	for _, raw := range st.pkg.Attestations {
-		a, err := attestation.Parse(raw)
-		if err != nil {
-			continue
-		}
-		switch a.TrustLevel {
-		case trust.LevelCurated:
-			return true
-		case trust.LevelTrusted:
-			if st.set.hostTrustPolicy == "default" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // stageTrust asks the configured trust plugin for the package's tier.
@@ -182,17 +175,13 @@ func stagePlacement(ctx context.Context, st *state) error {
 	} else if err := checkRuntime(m); err != nil {
 		return err
 	}
+	// The tier is the trust plugin's answer (stageTrust), lowered by the
+	// lockfile: placement reads no attestation itself.
 	placement := PlacementSandbox
-	switch st.res.Trust {
-	case trust.LevelCurated:
-		if st.set.hostTrustPolicy != "none" {
-			placement = PlacementHost
-		}
-	case trust.LevelTrusted:
-		if st.set.hostTrustPolicy == "default" {
-			placement = PlacementHost
-		}
+	if hostEligible(st.res.Trust, st.set.hostTrustPolicy) {
+		placement = PlacementHost
 	}
+	st.rememberPlacement()
 	if st.mcp != nil && len(st.mcp.domains) > 0 {
 		// Sealed egress exists only in the sandbox (mcp.go).
 		placement = PlacementSandbox
@@ -245,11 +234,11 @@ func checkSandbox(ctx context.Context, st *state) error {
 	}
 	client, err := st.k.Plugins.Sandbox(ctx, st.set.backend)
 	if err != nil {
-		return sandboxError(st.set.backend, err)
+		return plan.SandboxError(st.set.backend, err)
 	}
 	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
 	if err != nil {
-		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, err))
+		return plan.SandboxError(st.set.backend, err)
 	}
 	if !resp.Available {
 		return reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)",
@@ -289,15 +278,6 @@ func sandboxImage(st *state) (string, error) {
 				"build and pin it with `agentnode sandbox build --python`", toolName(st))
 	}
 	return st.set.pythonImage, nil
-}
-
-// sandboxError turns "the backend plugin is missing or broken" into
-// sandbox_unavailable; a pin problem stays plugin_unpinned.
-func sandboxError(backend string, err error) error {
-	if reason.CodeOf(err) == reason.PluginUnavailable {
-		return reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
-	}
-	return err
 }
 
 // stagePolicy applies Guard's policy engine, with guard.max_permissions as
@@ -416,7 +396,7 @@ func (st *state) merge(v policy.Verdict, code reason.Code, why string) {
 // stagePrompt turns a prompt verdict into allow or deny: non-interactive →
 // deny (policy_prompt); otherwise ask on the TTY, EOF or anything but yes is
 // no. The answer goes into the audit record via the guard chain.
-func stagePrompt(_ context.Context, st *state) error {
+func stagePrompt(ctx context.Context, st *state) error {
 	if st.verdict != policy.Prompt {
 		return nil
 	}
@@ -429,7 +409,7 @@ func stagePrompt(_ context.Context, st *state) error {
 	}
 	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
 		joinActions(st.actions), st.res.Trust, termsafe.Line(st.denyWhy))
-	yes, err := st.k.Ask(q)
+	yes, err := st.k.ask(ctx, q)
 	if err != nil {
 		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)
 	}

@@ -279,3 +279,35 @@ func DecodeResponse(stdout []byte) (*Response, error) {
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("toolio: %s: %w", fmt.Sprintf(format, args...), ErrMalformedResponse)
 }
+
+// ErrOutputLimit stops a backend's stdout stream at the protocol limit
+// (CappedBuffer).
+var ErrOutputLimit = errors.New("tool output limit reached")
+
+// CappedBuffer keeps at most Max bytes. Past the limit it either fails the
+// write with ErrOutputLimit (stdout: the backend must stop the tool) or,
+// with Drop, drops silently (stderr); Exceeded says the limit was passed.
+type CappedBuffer struct {
+	buf      bytes.Buffer
+	Max      int
+	Drop     bool
+	Exceeded bool
+}
+
+func (c *CappedBuffer) Write(p []byte) (int, error) {
+	room := c.Max - c.buf.Len()
+	if len(p) <= room {
+		return c.buf.Write(p)
+	}
+	if room > 0 {
+		c.buf.Write(p[:room])
+	}
+	c.Exceeded = true
+	if c.Drop {
+		return len(p), nil
+	}
+	return 0, ErrOutputLimit
+}
+
+// Bytes is what was kept.
+func (c *CappedBuffer) Bytes() []byte { return c.buf.Bytes() }

@@ -229,3 +229,17 @@ func TestResponseMarshal(t *testing.T) {
 		}
 	}
 }
+
+func TestCappedBuffer(t *testing.T) {
+	c := &CappedBuffer{Max: 5}
+	if n, err := c.Write([]byte("abc")); n != 3 || err != nil {
+		t.Fatal(n, err)
+	}
+	if _, err := c.Write([]byte("defg")); !errors.Is(err, ErrOutputLimit) || !c.Exceeded || string(c.Bytes()) != "abcde" {
+		t.Fatalf("stdout cap: err=%v exceeded=%v %q", err, c.Exceeded, c.Bytes())
+	}
+	d := &CappedBuffer{Max: 2, Drop: true}
+	if n, err := d.Write([]byte("xyz")); n != 3 || err != nil || string(d.Bytes()) != "xy" {
+		t.Fatalf("stderr cap: %d %v %q", n, err, d.Bytes())
+	}
+}

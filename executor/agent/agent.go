@@ -1,4 +1,10 @@
-package dispatch
+// Package agent is the executor of agent packages (specs/agent.md): it
+// runs an agent's entrypoint in the sandbox — agents never run on the host
+// — and serves its requests over the agent protocol: each run_tool a full
+// nested pipeline run and each call_llm decided by Guard, both audited,
+// through the kernel's Services (kernel/plan). The decisions and the audit
+// stay the kernel's; this package runs the protocol.
+package agent
 
 import (
 	"bufio"
@@ -13,10 +19,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
-	"github.com/agentnode/agentnode/sdk/plugin"
-	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // The agent protocol (specs/agent.md): the host writes the tool request
@@ -75,9 +80,9 @@ type agentLimits struct {
 	llm       llmCeiling
 }
 
-func agentLimitsFor(st *state) agentLimits {
-	m := st.pkg.Manifest
-	l := agentLimits{maxToolCalls: DefaultAgentMaxToolCalls, wallClock: st.set.timeout,
+func agentLimitsFor(p *plan.Plan) agentLimits {
+	m := p.Package.Manifest
+	l := agentLimits{maxToolCalls: DefaultAgentMaxToolCalls, wallClock: p.Timeout,
 		source: "sandbox.limits.timeout_seconds"}
 	if m.ToolAccess != nil {
 		l.allowedPackages = m.ToolAccess.AllowedPackages
@@ -92,7 +97,7 @@ func agentLimitsFor(st *state) agentLimits {
 			}
 		}
 	}
-	l.llm = llmCeilingFor(st)
+	l.llm = llmCeilingFor(p.Agent.LLM, p.Package)
 	return l
 }
 
@@ -253,7 +258,7 @@ func readAgentLine(r *bufio.Reader, max int) ([]byte, error) {
 // requests line by line, answers each before reading the next, and keeps
 // the run's counters. Its methods run on one goroutine.
 type agentSession struct {
-	st        *state
+	p         *plan.Plan
 	lim       agentLimits
 	toolCalls int
 	llmCalls  int64
@@ -340,34 +345,37 @@ func (s *agentSession) refuse(code reason.Code, msg string) agentReply {
 	return agentReply{OK: false, Code: string(code), Error: msg}
 }
 
-// executeAgent runs an agent package's entrypoint in the sandbox and
-// serves its requests (specs/agent.md). Agents never run on the host.
-func executeAgent(ctx context.Context, st *state) error {
-	m := st.pkg.Manifest
-	if st.res.Placement != PlacementSandbox || st.sandbox == nil || st.img == nil {
+// Executor runs agent plans.
+type Executor struct{}
+
+// Execute runs an agent package's entrypoint in the sandbox and serves its
+// requests (specs/agent.md). Agents never run on the host.
+func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
+	m := p.Package.Manifest
+	if p.Placement != plan.PlacementSandbox || p.Backend == nil {
 		return reason.New(reason.HostAgentExecutionUnsupported,
-			"agent %s runs only in the agent sandbox, never with placement %q", m.PackageID, st.res.Placement)
+			"agent %s runs only in the agent sandbox, never with placement %q", m.PackageID, p.Placement)
 	}
-	if !st.set.agentSandboxEnabled {
+	if !p.Agent.SandboxEnabled {
 		return reason.New(reason.AgentSandboxDisabled, "agent %s runs only in the agent sandbox, and agent_sandbox.enabled is false", m.PackageID)
 	}
 	if parent := agentParent(ctx); parent != "" {
 		return reason.New(reason.PolicyDenied, "agent %s cannot be started by agent %s: agents call tools, not agents", m.PackageID, parent)
 	}
 	if (m.Runtime != manifest.RuntimeExec && m.Runtime != manifest.RuntimePython) || m.AgentEntrypoint == "" {
-		return reason.New(reason.RuntimeUnsupported, "agent %s: runtime %q is %w", m.PackageID, m.Runtime, errStageUnavailable)
+		return reason.New(reason.RuntimeUnsupported, "agent %s: runtime %q is %w", m.PackageID, m.Runtime, errUnavailable)
 	}
-	first, err := toolio.EncodeRequest(st.tool.Name, st.req.Input)
+	first, err := toolio.EncodeRequest(p.Tool.Name, p.Input)
 	if err != nil {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
-	s := &agentSession{st: st, lim: agentLimitsFor(st)}
-	args, err := agentArgs(st, s.lim)
+	s := &agentSession{p: p, lim: agentLimitsFor(p)}
+	args, err := agentArgs(p, s.lim)
 	if err != nil {
 		return err
 	}
-	if s.lim.llm.enabled && st.k.Plugins != nil {
-		st.k.Plugins.Prestart(plugin.KindBroker, brokerPlugin)
+	if s.lim.llm.enabled {
+		p.Services.PrestartBroker()
 	}
 
 	// The session's context ends when the agent's run does (nested tool
@@ -389,22 +397,16 @@ func executeAgent(ctx context.Context, st *state) error {
 		s.serve(sctx, outR, inW, first, stop)
 	}()
 
-	stderr := &cappedBuffer{max: toolio.MaxStderr, drop: true}
 	start := time.Now()
-	resp, runErr := st.sandbox.Run(ctx, &sandbox.RunRequest{
-		Spec: sandbox.Spec{
-			RunID:      "an-" + st.res.RequestID,
-			Image:      st.img.Ref,
-			ImageStore: st.img.Store,
-			PackageDir: st.pkg.Dir,
-			Args:       args,
-			Limits:     st.set.limits,
-			Timeout:    s.lim.wallClock,
-			Network:    false,
-		},
-		Stdin:  inR,
-		Stdout: outW,
-		Stderr: stderr,
+	exit, runErr := p.Backend.Run(ctx, &plan.Task{
+		RunID:        "an-" + p.RequestID,
+		PackageDir:   p.Package.Dir,
+		Command:      plan.Command{Container: args},
+		Limits:       p.Limits,
+		Timeout:      s.lim.wallClock,
+		MaxStderr:    toolio.MaxStderr,
+		StdinStream:  inR,
+		StdoutStream: outW,
 	})
 	// The agent is gone: the session reads EOF, its writes fail, and what
 	// it still has in flight is cancelled.
@@ -414,51 +416,59 @@ func executeAgent(ctx context.Context, st *state) error {
 	<-done
 
 	ms := time.Since(start).Milliseconds()
-	st.res.DurationMS = &ms
+	out.DurationMS = &ms
 	okFalse := false
-	st.res.OK = &okFalse
-	if resp == nil {
-		if runErr == nil {
-			runErr = errors.New("no result")
-		}
-		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, runErr))
+	out.OK = &okFalse
+	if exit == nil {
+		return runErr
 	}
-	st.res.Ran = true
-	st.res.Stderr = string(stderr.Bytes())
-	code := resp.ExitCode
-	st.res.ExitCode = &code
-	if runErr != nil && !stopped {
-		return sandboxError(st.set.backend, pluginCallError("sandbox-"+st.set.backend, runErr))
+	out.Ran = true
+	out.Stderr = string(exit.Stderr)
+	code := exit.ExitCode
+	out.ExitCode = &code
+	if exit.RunErr != nil && !stopped {
+		return exit.RunErr
 	}
-	if !resp.CleanupVerified {
+	if !exit.CleanupVerified {
 		return reason.New(reason.SandboxUnavailable,
-			"sandbox backend %s could not prove the agent's container was removed after the run", st.set.backend)
+			"sandbox backend %s could not prove the agent's container was removed after the run", p.BackendName)
 	}
 	if s.fatalErr != nil {
 		return s.fatalErr
 	}
-	if resp.TimedOut {
+	if exit.TimedOut {
 		return reason.New(reason.Timeout, "agent %s was stopped at its wall clock of %s (%s)",
 			m.PackageID, s.lim.wallClock, s.lim.source)
 	}
-	if err := oomError(resp, "agent "+m.PackageID, st.set.limits); err != nil {
+	if err := plan.OOMError(exit.OOMKilled, exit.ExitCode, "agent "+m.PackageID, p.Limits); err != nil {
 		return err
 	}
 	switch {
 	case s.protoErr != nil:
-		st.res.Error = s.protoErr.Error()
+		out.Error = s.protoErr.Error()
 	case s.result == nil:
-		st.res.Error = fmt.Sprintf("agent exited with code %d without a result", resp.ExitCode)
+		out.Error = fmt.Sprintf("agent exited with code %d without a result", exit.ExitCode)
 	case *s.result.OK:
-		st.res.Output = s.result.Result
-		if resp.ExitCode != 0 {
-			st.res.Error = fmt.Sprintf("agent reported ok but exited with code %d", resp.ExitCode)
+		out.Output = s.result.Result
+		if exit.ExitCode != 0 {
+			out.Error = fmt.Sprintf("agent reported ok but exited with code %d", exit.ExitCode)
 		} else {
 			okTrue := true
-			st.res.OK = &okTrue
+			out.OK = &okTrue
 		}
 	default:
-		st.res.Error = s.result.Error
+		out.Error = s.result.Error
 	}
 	return nil
+}
+
+// errUnavailable marks what arrives in a later version; such a run is
+// refused.
+var errUnavailable = errors.New("not available in this version of agentnode")
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

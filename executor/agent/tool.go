@@ -1,4 +1,4 @@
-package dispatch
+package agent
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 	if msg.Tool == "" {
 		target = msg.Package
 	}
-	agentID := s.st.pkg.ID
+	agentID := s.p.Package.ID
 	if !slices.Contains(s.lim.allowedPackages, msg.Package) {
 		why := fmt.Sprintf("run_tool %s: package %s is not in tool_access.allowed_packages of agent %s", target, msg.Package, agentID)
 		if len(s.lim.allowedPackages) == 0 {
@@ -44,7 +44,7 @@ func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 		target += "/" + tool
 	}
 	s.toolCalls++
-	res, err := nestedRun(s.st.k, ctx, &Request{Package: msg.Package, Tool: tool, Input: msg.Input, viaAgent: agentID})
+	res, err := s.p.Services.RunTool(ctx, msg.Package, tool, msg.Input)
 	rec := s.record("agent_tool_call", "run_tool")
 	rec.Decision = res.Decision
 	rec.Code = res.Code
@@ -73,7 +73,7 @@ func (s *agentSession) runTool(ctx context.Context, msg *agentMsg) agentReply {
 // name the tool. Only the installed manifest is read; the nested run
 // verifies the package as always.
 func (s *agentSession) defaultTool(pkgID string) (string, error) {
-	pkg, err := s.st.k.store().Get(pkgID)
+	pkg, err := s.p.Services.Installed(pkgID)
 	if err != nil {
 		if reason.CodeOf(err) != "" {
 			return "", err
@@ -102,12 +102,6 @@ func (s *agentSession) defaultTool(pkgID string) (string, error) {
 		pkgID, len(tools), strings.Join(names, ", "))
 }
 
-// nestedRun is (*Kernel).Run, set in init: a direct reference would make
-// executeStage's initialisation depend on itself.
-var nestedRun func(k *Kernel, ctx context.Context, req *Request) (*Result, error)
-
-func init() { nestedRun = (*Kernel).Run }
-
 // refuseTool audits and answers a run_tool refusal.
 func (s *agentSession) refuseTool(code reason.Code, why string) agentReply {
 	rec := s.record("agent_tool_call", "run_tool")
@@ -119,19 +113,15 @@ func (s *agentSession) refuseTool(code reason.Code, why string) agentReply {
 }
 
 // record is an audit record of the agent's run (its request id, package,
-// trust, placement) for one of the agent's requests: tool is the verb.
+// trust, placement) for one of the agent's requests: verb is the tool.
 func (s *agentSession) record(event, verb string) *audit.Record {
-	r := s.st.k.baseRecord(s.st, event)
-	r.Tool = verb
-	r.GuardChain = nil
-	r.Action = ""
-	return r
+	return s.p.Services.Record(event, verb)
 }
 
 // append writes rec durably; a failure ends the session (fail closed: no
 // request is answered without its record).
 func (s *agentSession) append(rec *audit.Record) error {
-	if err := s.st.log.Append(rec); err != nil {
+	if err := s.p.Services.Append(rec); err != nil {
 		s.fatalErr = reason.Wrap(reason.AuditUnavailable, err, "write agent request record")
 		return s.fatalErr
 	}

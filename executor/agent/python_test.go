@@ -1,4 +1,4 @@
-package dispatch
+package agent
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 
 // installToolpack installs an exec toolpack with the named tools into the
 // state's home.
-func installToolpack(t *testing.T, st *state, id string, tools ...string) {
+func installToolpack(t *testing.T, st *testRun, id string, tools ...string) {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("manifest_version: \"0.2\"\npackage_id: " + id + "\npackage_type: toolpack\nname: T\npublisher: acme\n" +
@@ -35,7 +35,7 @@ func installToolpack(t *testing.T, st *state, id string, tools ...string) {
 	if err := os.WriteFile(filepath.Join(src, "bin", "tool"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pkginstall.Open(home.PackagesDir(st.k.HomeDir)).Install(src, nil); err != nil {
+	if _, err := pkginstall.Open(home.PackagesDir(st.dir)).Install(src, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,8 +105,8 @@ func TestAgentArgsPython(t *testing.T) {
 		c.AgentSandbox.LLM.Enabled = true
 		c.AgentSandbox.LLM.AllowedModels = []string{"m1", "m2"}
 	})
-	lim := agentLimitsFor(st)
-	argv, err := agentArgs(st, lim)
+	lim := agentLimitsFor(st.p)
+	argv, err := agentArgs(st.p, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestAgentArgsPython(t *testing.T) {
 	if err := json.Unmarshal([]byte(argv[7]), &ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := python.AgentContext{Agent: "test-agent", RunID: st.res.RequestID, Goal: "Digest.", SystemPrompt: "Be brief.",
+	want := python.AgentContext{Agent: "test-agent", RunID: st.p.RequestID, Goal: "Digest.", SystemPrompt: "Be brief.",
 		AllowedPackages: []string{"allowed-tools"}, MaxToolCalls: 4, MaxIterations: 6, StopOnConsecutiveErrors: 2,
 		Retry: python.AgentRetry{Enabled: false, MaxRetries: 2, BackoffBase: 1, BackoffMax: 10},
 		LLM:   python.AgentLLM{Enabled: true, Model: "m1", MaxCalls: 20}}
@@ -129,10 +129,10 @@ func TestAgentArgsPython(t *testing.T) {
 	// host that has LLM calls off says no whatever the agent asks; the
 	// section's keys of the wrong type are as if absent.
 	m.Agent = json.RawMessage(`{"entrypoint":"digest_agent.agent:run","goal":7,"termination":"soon"}`)
-	if c := llmCeilingFor(st); c.enabled {
+	if c := llmCeilingFor(st.p.Agent.LLM, st.p.Package); c.enabled {
 		t.Fatalf("LLM access without asking: %+v", c)
 	}
-	argv, err = agentArgs(st, agentLimitsFor(st))
+	argv, err = agentArgs(st.p, agentLimitsFor(st.p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,40 +141,20 @@ func TestAgentArgsPython(t *testing.T) {
 		t.Fatalf("context %s", argv[7])
 	}
 	m.Agent = json.RawMessage(`{"tier":"llm_only"}`)
-	st.set.agentLLM.Enabled = false
-	if c := llmCeilingFor(st); c.enabled || !strings.Contains(c.why, "agent_sandbox.llm.enabled is false") {
+	st.p.Agent.LLM.Enabled = false
+	if c := llmCeilingFor(st.p.Agent.LLM, st.p.Package); c.enabled || !strings.Contains(c.why, "agent_sandbox.llm.enabled is false") {
 		t.Fatalf("host off: %+v", c)
 	}
-	st.set.agentLLM.Enabled = true
-	if c := llmCeilingFor(st); !c.enabled {
+	st.p.Agent.LLM.Enabled = true
+	if c := llmCeilingFor(st.p.Agent.LLM, st.p.Package); !c.enabled {
 		t.Fatalf("tier llm_only: %+v", c)
 	}
 
 	// An exec agent keeps its entrypoint path.
 	m.Runtime = manifest.RuntimeExec
 	m.AgentEntrypoint = "bin/agent"
-	if argv, _ := agentArgs(st, lim); strings.Join(argv, " ") != "/pack/bin/agent" {
+	if argv, _ := agentArgs(st.p, lim); strings.Join(argv, " ") != "/pack/bin/agent" {
 		t.Fatalf("exec argv %q", argv)
-	}
-}
-
-// TestPythonAgentImage: a python agent is placed in the sandbox with the
-// Python image (sandbox.python_image), never the default one; without it
-// the run is refused.
-func TestPythonAgentImage(t *testing.T) {
-	m := testAgentManifest()
-	m.Runtime = manifest.RuntimePython
-	st := agentState(t, m, nil)
-	if _, err := sandboxImage(st); err == nil || !strings.Contains(err.Error(), "sandbox.python_image") {
-		t.Fatalf("no python image: %v", err)
-	}
-	st.set.pythonImage = "agentnode/python@sha256:" + strings.Repeat("1", 64)
-	if ref, err := sandboxImage(st); err != nil || ref != st.set.pythonImage {
-		t.Fatalf("python image: %q %v", ref, err)
-	}
-	m.Runtime = manifest.RuntimeExec
-	if ref, err := sandboxImage(st); err != nil || ref != st.set.image {
-		t.Fatalf("exec agent: %q %v", ref, err)
 	}
 }
 

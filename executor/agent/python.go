@@ -1,10 +1,11 @@
-package dispatch
+package agent
 
 import (
 	"encoding/json"
 	"path"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
 )
@@ -88,15 +89,15 @@ func agentExtrasOf(m *manifest.Manifest) agentExtras {
 // with the agent shim, the entrypoint and the context it gives the agent
 // (the manifest's goal, prompt and termination settings, and this run's
 // effective limits).
-func agentArgs(st *state, lim agentLimits) ([]string, error) {
-	m := st.pkg.Manifest
+func agentArgs(p *plan.Plan, lim agentLimits) ([]string, error) {
+	m := p.Package.Manifest
 	if m.Runtime != manifest.RuntimePython {
 		return []string{path.Join("/pack", m.AgentEntrypoint)}, nil
 	}
 	x := agentExtrasOf(m)
 	ctx := &python.AgentContext{
 		Agent:                   m.PackageID,
-		RunID:                   st.res.RequestID,
+		RunID:                   p.RequestID,
 		Goal:                    x.goal,
 		SystemPrompt:            x.systemPrompt,
 		AllowedPackages:         append([]string{}, lim.allowedPackages...),

@@ -1,4 +1,4 @@
-package dispatch
+package agent
 
 import (
 	"crypto/rand"
@@ -65,11 +65,11 @@ func BenchmarkAgentLLMCall(b *testing.B) {
 		c.LLM.Providers = map[string]config.Provider{name: {API: "openai", BaseURL: srv.URL + "/v1"}}
 		c.Guard.ToolOverrides = map[string]config.ToolOverride{"test-agent/call_llm": {Decision: "allow"}} // root escalation
 	})
-	if _, err := pluginhost.PinBundled(st.k.HomeDir, bin); err != nil {
+	if _, err := pluginhost.PinBundled(st.dir, bin); err != nil {
 		b.Fatal(err)
 	}
-	st.k.Plugins = pluginhost.New(pluginhost.Options{HomeDir: st.k.HomeDir, BinDir: bin})
-	b.Cleanup(st.k.Plugins.Close)
+	st.plugins = pluginhost.New(pluginhost.Options{HomeDir: st.dir, BinDir: bin})
+	b.Cleanup(st.plugins.Close)
 
 	line := `{"id":1,"type":"call_llm","model":"m","messages":[{"role":"user","content":"ping"}]}`
 	body := `{"model":"m","messages":[{"role":"user","content":"ping"}]}`

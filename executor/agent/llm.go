@@ -1,4 +1,4 @@
-package dispatch
+package agent
 
 import (
 	"context"
@@ -11,21 +11,24 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
 )
 
-// brokerPlugin is the LLM broker plugin agents' calls go through
-// (agentnode-broker-llm).
-const brokerPlugin = "llm"
-
 // LLMCallTool is the tool name of an agent's LLM calls for Guard: the
 // per-tool override key is "AGENT/call_llm".
-const LLMCallTool = "call_llm"
+const LLMCallTool = plan.LLMCallTool
+
+// brokerName names the broker plugin in errors (agentnode-broker-llm).
+const brokerName = "broker-llm"
 
 // llmCeiling is one agent run's effective LLM access: the minimum of the
 // manifest's llm_access and the host's agent_sandbox.llm, the allowed
@@ -38,9 +41,9 @@ type llmCeiling struct {
 	models []string
 }
 
-func llmCeilingFor(st *state) llmCeiling {
-	host, m := st.set.agentLLM, st.pkg.Manifest.LLMAccess
-	if m == nil && agentExtrasOf(st.pkg.Manifest).llmRequired {
+func llmCeilingFor(host config.AgentLLM, pkg *store.Package) llmCeiling {
+	m := pkg.Manifest.LLMAccess
+	if m == nil && agentExtrasOf(pkg.Manifest).llmRequired {
 		// AgentNode's way of asking for a model (agent.llm.required, or
 		// tier llm_only): LLM access without ceilings of the manifest's own.
 		m = &manifest.LLMAccess{Enabled: true}
@@ -48,7 +51,7 @@ func llmCeilingFor(st *state) llmCeiling {
 	c := llmCeiling{maxCalls: host.MaxCalls, maxInputChars: host.MaxInputChars, maxOutputChars: host.MaxOutputChars}
 	switch {
 	case m == nil || !m.Enabled:
-		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true, and agent.llm.required is not set)", st.pkg.ID)
+		c.why = fmt.Sprintf("agent %s does not ask for LLM access (llm_access.enabled is not true, and agent.llm.required is not set)", pkg.ID)
 		return c
 	case !host.Enabled:
 		c.why = "LLM calls of agents are off on this host (agent_sandbox.llm.enabled is false)"
@@ -81,29 +84,6 @@ func llmCeilingFor(st *state) llmCeiling {
 	return c
 }
 
-// llmDecision applies Guard's policy engine to an agent's LLM call: the
-// action is credential_use, pre-approved by the run's opt-in (the host's
-// agent_sandbox.enabled and agent_sandbox.llm.enabled together with the
-// manifest's llm_access.enabled; callLLM checks those first). A
-// pre-approval lifts the global policy's prompt, never a deny, and strict
-// mode ignores it; the per-tool override "AGENT/call_llm" applies, and the
-// environment escalation (root, high risk band) can still turn the allow
-// into a prompt.
-func llmDecision(st *state) policy.Decision {
-	return policy.Decide(policy.Input{
-		Package:         st.pkg.ID,
-		Tool:            LLMCallTool,
-		Actions:         []policy.Action{policy.CredentialUse},
-		TrustLevel:      st.res.Trust,
-		Env:             st.env,
-		Strict:          st.set.guardStrict,
-		Global:          st.set.guardGlobal,
-		Overrides:       st.set.overrides,
-		ActionOverrides: st.set.actionOverrides,
-		PreApproved:     []policy.Action{policy.CredentialUse},
-	})
-}
-
 // callLLM answers a call_llm request: the run's LLM access and budget, the
 // provider, model and input size, Guard (credential_use), an audit record
 // (event llm_call, durable before the credential is used), the broker
@@ -116,16 +96,16 @@ func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
 	}
 	if s.llmCalls >= c.maxCalls {
 		return s.refuseLLM(msg, reason.RateLimited, fmt.Sprintf("agent %s used its %d LLM calls (max_calls: the lower of llm_access.max_calls and agent_sandbox.llm.max_calls)",
-			s.st.pkg.ID, c.maxCalls), nil)
+			s.p.Package.ID, c.maxCalls), nil)
 	}
 	ep, err := s.provider(msg.Provider)
 	if err != nil {
 		return s.refuseLLM(msg, reason.PolicyDenied, err.Error(), nil)
 	}
 	if c.models != nil && !slices.Contains(c.models, msg.Model) {
-		why := fmt.Sprintf("model %q is not allowed for agent %s (allowed: %s)", msg.Model, s.st.pkg.ID, strings.Join(c.models, ", "))
+		why := fmt.Sprintf("model %q is not allowed for agent %s (allowed: %s)", msg.Model, s.p.Package.ID, strings.Join(c.models, ", "))
 		if len(c.models) == 0 {
-			why = fmt.Sprintf("no model is allowed for agent %s: llm_access.allowed_models and agent_sandbox.llm.allowed_models have none in common", s.st.pkg.ID)
+			why = fmt.Sprintf("no model is allowed for agent %s: llm_access.allowed_models and agent_sandbox.llm.allowed_models have none in common", s.p.Package.ID)
 		}
 		return s.refuseLLM(msg, reason.PolicyDenied, why, nil)
 	}
@@ -147,13 +127,13 @@ func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
 		return s.refuseLLM(msg, reason.PolicyDenied, "max_output_chars is 0: no reply could be returned", nil)
 	}
 
-	d := llmDecision(s.st)
+	d := s.p.Services.DecideLLM()
 	chain := []string{"policy:" + string(d.Verdict)}
 	switch d.Verdict {
 	case policy.Deny:
 		return s.refuseLLM(msg, reason.PolicyDenied, d.Reason(), chain)
 	case policy.Prompt:
-		yes, code, why := s.askLLM(ep.Name, d.Reason())
+		yes, code, why := s.askLLM(ctx, ep.Name, d.Reason())
 		if !yes {
 			return s.refuseLLM(msg, code, why, append(chain, "prompt:no"))
 		}
@@ -210,15 +190,14 @@ func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
 
 // askLLM asks the user once per run whether the agent may use the
 // provider's credential; non-interactive runs refuse (policy_prompt).
-func (s *agentSession) askLLM(providerName, why string) (bool, reason.Code, string) {
-	k := s.st.k
-	if !k.Interactive || k.Ask == nil {
-		return false, reason.PolicyPrompt, fmt.Sprintf("approval required (%s) but agentnode is not interactive", why)
-	}
+func (s *agentSession) askLLM(ctx context.Context, providerName, why string) (bool, reason.Code, string) {
 	if s.llmAnswer == nil {
 		q := fmt.Sprintf("Allow agent %s to make LLM calls with the credential of %s for this run (%s)? [y/N] ",
-			s.st.pkg.ID, providerName, termsafe.Line(why))
-		yes, err := k.Ask(q)
+			s.p.Package.ID, providerName, termsafe.Line(why))
+		yes, asked, err := s.p.Services.Ask(ctx, q)
+		if !asked {
+			return false, reason.PolicyPrompt, fmt.Sprintf("approval required (%s) but agentnode is not interactive", why)
+		}
 		if err != nil {
 			return false, reason.PolicyPrompt, "prompt failed: " + err.Error()
 		}
@@ -247,7 +226,7 @@ func (s *agentSession) refuseLLM(msg *agentMsg, code reason.Code, why string, ch
 // a well-known provider (openai, anthropic). Without a name, the only
 // llm.providers entry.
 func (s *agentSession) provider(name string) (provider.Endpoint, error) {
-	ps := s.st.set.llmProviders
+	ps := s.p.Agent.Providers
 	if name == "" {
 		if len(ps) != 1 {
 			names := make([]string, 0, len(ps))
@@ -277,10 +256,7 @@ func (s *agentSession) provider(name string) (provider.Endpoint, error) {
 // chat calls the broker plugin and maps its errors to reason codes. The
 // broker's errors never carry the credential or the provider's text.
 func (s *agentSession) chat(ctx context.Context, req *broker.ChatRequest) (*broker.ChatResponse, error) {
-	if s.st.k.Plugins == nil {
-		return nil, reason.New(reason.PluginUnavailable, "no plugin host: the LLM broker cannot be started")
-	}
-	client, err := s.st.k.Plugins.Broker(ctx, brokerPlugin)
+	client, err := s.p.Services.Broker(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +275,7 @@ func (s *agentSession) chat(ctx context.Context, req *broker.ChatRequest) (*brok
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		code = reason.Timeout
 	default:
-		return nil, pluginCallError("broker-"+brokerPlugin, err)
+		return nil, pluginhost.CallError(brokerName, err)
 	}
-	return nil, reason.Wrap(code, err, "broker-"+brokerPlugin)
+	return nil, reason.Wrap(code, err, brokerName)
 }

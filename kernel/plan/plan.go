@@ -1,0 +1,204 @@
+// Package plan is the contract between the decision and the execution of a
+// tool call. kernel/dispatch runs the decision stages and, only once the
+// decision record is durable, hands an executor a Plan: what was decided
+// (the package, the tool, the input, the placement and its backend, the
+// limits) and nothing it could use to change the decision. The executor
+// runs the plan on the Backend the placement chose and fills an Outcome;
+// the kernel writes the outcome record.
+//
+// It belongs in the trusted core because it is the kernel's side of that
+// boundary: the kernel imports this package and never an executor, and the
+// executors (executor/…) import it and never kernel/dispatch.
+// cmd/agentnode wires executors and backends into the kernel (Registry).
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// Placements.
+const (
+	PlacementHost    = "host"
+	PlacementSandbox = "sandbox"
+	PlacementNone    = "none"
+)
+
+// Plan is one allowed tool call, decided. Executors read it; they never
+// change it.
+type Plan struct {
+	// RequestID names the run in the audit records and the sandbox.
+	RequestID string
+	// Package is the installed package whose artifact hash the decision
+	// verified, Tool its requested tool, Input the checked input.
+	Package *store.Package
+	Tool    *manifest.Tool
+	Input   json.RawMessage
+	// Placement is PlacementHost or PlacementSandbox; Backend runs
+	// processes there (BackendName is the sandbox backend's name, "" on
+	// the host).
+	Placement   string
+	BackendName string
+	Backend     Backend
+	// Limits and Timeout are the sandbox limits and the tool timeout.
+	Limits  sandbox.Limits
+	Timeout time.Duration
+	// Environ is the caller's environment; only a host run gets any of
+	// it, filtered (hostexec.AllowedEnv).
+	Environ []string
+	// HostConfinement is sandbox.host_confinement (host placement).
+	HostConfinement string
+	// Trust is the package's tier as the decision found it.
+	Trust string
+	// Agent are the host's agent settings (agent plans).
+	Agent AgentSettings
+	// Services is the kernel's side of a run that makes requests of its
+	// own (agent plans).
+	Services Services
+}
+
+// Outcome is what an execution produced, filled as far as it got.
+type Outcome struct {
+	// Ran: a process was started.
+	Ran        bool
+	ExitCode   *int
+	OK         *bool
+	Output     json.RawMessage
+	Error      string
+	Stderr     string
+	DurationMS *int64
+	// Confinement is the host backend's note when a host run was less
+	// than fully confined ("unconfined: landlock unavailable"), "" else.
+	Confinement string
+}
+
+// Executor runs plans of one package type (toolpack, agent, mcp_server).
+// A tool that ran and failed is an Outcome with OK false, not an error;
+// the error is a run that could not be completed, with its reason code.
+type Executor interface {
+	Execute(ctx context.Context, p *Plan, out *Outcome) error
+}
+
+// Backend runs one process of a plan where the placement put it: on the
+// host (confined) or in a sandbox backend plugin. Every runtime goes
+// through the same interface, so runtime × placement is one matrix: the
+// executor says what to run (Task.Command), the backend how.
+//
+// Run returns an error only when it has no Exit: the process did not start
+// (a refused entrypoint or confinement) or the backend gave no answer, so
+// there is no proof the run is gone.
+type Backend interface {
+	Run(ctx context.Context, t *Task) (*Exit, error)
+}
+
+// Command is what a task runs, independent of where. Exactly one field is
+// set.
+type Command struct {
+	// Exec runs the package file Entrypoint (relative to the package)
+	// with Args.
+	Exec *Exec
+	// Python runs a `runtime: python` tool's entrypoint through the tool
+	// shim (sdk/python).
+	Python *Python
+	// Container is an argv inside the container, whose package is at
+	// /pack (an agent's shim command line). Only a sandbox runs it.
+	Container []string
+}
+
+// Exec is an executable inside the package, or a script of it run by an
+// interpreter.
+type Exec struct {
+	Entrypoint string
+	Args       []string
+	// Interpreter, when set, runs the script Entrypoint: in a sandbox
+	// the image's program of that name, on the host HostInterpreter (its
+	// absolute path, resolved by the caller on a fixed system PATH).
+	Interpreter     string
+	HostInterpreter string
+}
+
+// Python is a `runtime: python` tool.
+type Python struct {
+	// Entrypoint is the tool's Python entrypoint (module:function).
+	Entrypoint string
+	// PackageLevel: it is the package-level entrypoint of a tool without
+	// its own.
+	PackageLevel bool
+}
+
+// Task is one process to run.
+type Task struct {
+	// RunID names the run (the sandbox's container).
+	RunID      string
+	PackageDir string
+	Command    Command
+	// Env is the process environment on the host (already filtered); a
+	// sandbox gets none.
+	Env []string
+	// HostNetwork lets a host run open inet sockets (the host has no
+	// egress filter); a sandboxed run never has network.
+	HostNetwork bool
+	// HostConfinement is sandbox.host_confinement (host runs).
+	HostConfinement string
+	Limits          sandbox.Limits
+	Timeout         time.Duration
+	// Stdin is written to the process, then closed.
+	Stdin []byte
+	// MaxStdout bounds what is kept of stdout: past it the process is
+	// stopped (Exit.StdoutExceeded). MaxStderr bounds the stderr kept.
+	MaxStdout, MaxStderr int
+	// StdinStream and StdoutStream, when set, replace Stdin and the kept
+	// stdout, for a process that speaks a protocol as it runs (an agent,
+	// an MCP server). A failed write to StdoutStream stops the process.
+	StdinStream  io.Reader
+	StdoutStream io.Writer
+	// EgressSocket is the sealed egress proxy's socket to mount into the
+	// sandbox ("": loopback only). Never on the host.
+	EgressSocket string
+}
+
+// Exit is how a started process ended.
+type Exit struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+	// StdoutExceeded: stdout went past Task.MaxStdout and the process was
+	// stopped.
+	StdoutExceeded bool
+	// TimedOut: the process was stopped at Task.Timeout.
+	TimedOut bool
+	// OOMKilled: the kernel's OOM killer ended a process of the run.
+	OOMKilled bool
+	// Confinement is the host backend's note on a run that was less than
+	// fully confined.
+	Confinement string
+	// CleanupVerified: the backend proved nothing of the run is left (the
+	// host: its process group killed and reaped; a sandbox: the
+	// container removed). A run without that proof is never a success.
+	CleanupVerified bool
+	// RunErr is the error the run ended with, for the executor to judge
+	// (a run the caller stopped, by refusing stdout, ends with one).
+	RunErr error
+}
+
+// Registry is what cmd/agentnode wires into the kernel: an executor per
+// package type, and the backend of each placement.
+type Registry struct {
+	Executors map[string]Executor
+	// Backend returns the backend of a placement: the host, or the
+	// sandbox backend client the placement stage found available, running
+	// image img.
+	Backend func(placement, name string, sb *sandbox.Client, img Image) (Backend, error)
+}
+
+// Image is the resolved sandbox image a sandboxed plan runs in.
+type Image struct {
+	Ref   string // name@sha256:...
+	Store string // the image store the kernel verified Ref in; the backend resolves Ref there
+}
