@@ -29,7 +29,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )

@@ -12,7 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
@@ -102,7 +102,7 @@ func unpack(homeDir, mhex string, diffIDs []v1.Hash, layers ...io.Reader) error 
 	return nil
 }
 
-// extract unpacks the tar stream r into dst with kernel/tarsafe (see
+// extract unpacks the tar stream r into dst with cmd/agentnode/tarsafe (see
 // ErrUnsafeLayer): files and directories are created owned by root (when
 // running as root) with modes 0644/0755 (0755 for a file with any execute
 // bit), symlinks never followed: no path is ever written through a

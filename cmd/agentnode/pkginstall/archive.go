@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 )
 
 // Size caps of a package (specs/store.md, "Limits"). They apply to archives
@@ -228,7 +228,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 }
 
 // unpack writes the entries of the .tar.gz in data below dst (created,
-// must not exist) with kernel/tarsafe, every entry checked first; the
+// must not exist) with cmd/agentnode/tarsafe, every entry checked first; the
 // first problem stops it with an *ArchiveError. The caller removes dst on
 // error.
 func unpack(data []byte, archive, dst string, lim Limits) error {
@@ -281,7 +281,7 @@ func unpack(data []byte, archive, dst string, lim Limits) error {
 	return nil
 }
 
-// archiveKinds maps kernel/tarsafe's refusals to the installer's errors.
+// archiveKinds maps cmd/agentnode/tarsafe's refusals to the installer's errors.
 var archiveKinds = map[error]error{
 	tarsafe.ErrUnsafePath:   ErrUnsafePath,
 	tarsafe.ErrLinkEscape:   ErrLinkEscape,

@@ -4,7 +4,7 @@
 // imports this package.
 //
 // Install is all or nothing: the tree (copied from a directory, or
-// unpacked from a .tar.gz with every entry checked by kernel/tarsafe,
+// unpacked from a .tar.gz with every entry checked by cmd/agentnode/tarsafe,
 // archive.go) is put into a staging directory inside root, its manifest
 // checked and its content hashed there (store.ContentHash, the hash the
 // run path verifies), and renamed into place; a replaced install is

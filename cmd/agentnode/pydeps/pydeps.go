@@ -8,7 +8,7 @@
 // only through the sealed egress proxy with the index's host alone
 // allowlisted (Index: the caller starts the proxy). pip installs them `--target` a directory on
 // the container's /tmp, which the sandbox streams back as a tar on its
-// stdout; the host unpacks it with kernel/tarsafe, under caps, into the
+// stdout; the host unpacks it with cmd/agentnode/tarsafe, under caps, into the
 // staging copy of the package at python.DepsDir, where the shim finds
 // them. The store hashes that directory apart (store.Package.DepsHash) and
 // verifies it before every run. specs/python.md describes it.
@@ -37,7 +37,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/tarsafe"
+	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/sdk/egress"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"

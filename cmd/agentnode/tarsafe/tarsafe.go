@@ -1,6 +1,9 @@
 // Package tarsafe is agentnode's one extractor of untrusted tar streams:
-// package archives (cmd/agentnode/pkginstall) and sandbox image layers (cmd/agentnode/imagebuild)
-// are both unpacked by Extract. Every write goes through an os.Root opened
+// package archives (cmd/agentnode/pkginstall) and sandbox image layers
+// (cmd/agentnode/imagebuild) are both unpacked by Extract. It sits with
+// those front ends, outside the kernel, because only installing and
+// building unpack archives: a run only verifies trees already unpacked
+// (kernel/treehash). Every write goes through an os.Root opened
 // on the destination, and every entry is checked before anything is
 // created for it, so a missed check still cannot write outside the tree:
 //
