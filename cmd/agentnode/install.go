@@ -22,7 +22,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/termsafe"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )
 
@@ -123,7 +123,7 @@ func newInstallCmd() *cobra.Command {
 			// The lockfile entry is written while the previous install is
 			// still kept aside: if it cannot be, the install is undone
 			// (store and lockfile change together or not at all).
-			p, err := pkginstall.New(store.Open(home.PackagesDir(dir)).WithVerdicts(verdict.Open(home.VerdictsDir(dir)))).InstallFrom(src,
+			p, err := pkginstall.New(store.Open(home.PackagesDir(dir)).WithVerdicts(validcache.Open(home.VerdictsDir(dir)))).InstallFrom(src,
 				pkginstall.InstallOptions{Attestations: atts, SHA256: pin, Deps: deps,
 					Commit: func(p *store.Package) error { return lockfileInstall(lk, p) }})
 			if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 )
 
 // LoadCached validates a config once; its verdict is consulted (shown by
@@ -15,7 +15,7 @@ import (
 // validated in full again.
 func TestLoadCachedRemembersAndRevalidatesEdits(t *testing.T) {
 	path := setUp(t)
-	cache := verdict.Open(filepath.Join(t.TempDir(), "valid"))
+	cache := validcache.Open(filepath.Join(t.TempDir(), "valid"))
 	if _, err := LoadCached(path, cache); err != nil {
 		t.Fatal(err)
 	}

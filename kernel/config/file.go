@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
@@ -41,7 +41,7 @@ type KV struct {
 // the key.
 func Load(path string) (*Config, error) { return LoadCached(path, nil) }
 
-// verdictKind names config.json's verdicts in a verdict.Cache.
+// verdictKind names config.json's verdicts in a validcache.Cache.
 const verdictKind = "config.json"
 
 // LoadCached is Load, except that a file whose exact bytes this binary
@@ -49,7 +49,7 @@ const verdictKind = "config.json"
 // again. Everything else (the file checks, strict decoding, conversion) is
 // done every time, and a file that does not validate is always reported in
 // full.
-func LoadCached(path string, cache *verdict.Cache) (*Config, error) {
+func LoadCached(path string, cache *validcache.Cache) (*Config, error) {
 	doc, data, err := readDoc(path)
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
@@ -188,10 +188,10 @@ var executeStage = stage{name: "execute", code: reason.PluginUnavailable, run: s
 	timeout: func(st *state) time.Duration { return st.set.timeout + 30*time.Second }}
 
 // verdicts is where the kernel remembers the documents it validated
-// (kernel/verdict): config.json and installed manifests are validated
+// (kernel/validcache): config.json and installed manifests are validated
 // against their schemas once, not on every run.
-func (k *Kernel) verdicts() *verdict.Cache {
-	return verdict.Open(home.VerdictsDir(k.HomeDir))
+func (k *Kernel) verdicts() *validcache.Cache {
+	return validcache.Open(home.VerdictsDir(k.HomeDir))
 }
 
 // store is the package store, remembering validated manifests and the

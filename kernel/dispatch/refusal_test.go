@@ -11,7 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 )
 
 // TestBadInputIsRefusedBeforeTheDecision: an input no tool can be given
@@ -46,7 +46,7 @@ func TestBadInputIsRefusedBeforeTheDecision(t *testing.T) {
 func TestBadLimitsAreAConfigError(t *testing.T) {
 	k := newHome(t)
 	path := home.ConfigPath(k.HomeDir)
-	if _, err := loadSettings(path, nil, verdict.Open(t.TempDir())); err != nil {
+	if _, err := loadSettings(path, nil, validcache.Open(t.TempDir())); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
 	// Written into the file directly: `config set` refuses them already.
@@ -68,7 +68,7 @@ func TestBadLimitsAreAConfigError(t *testing.T) {
 		if err := os.WriteFile(path, raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err = loadSettings(path, nil, verdict.Open(t.TempDir()))
+		_, err = loadSettings(path, nil, validcache.Open(t.TempDir()))
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "sandbox.limits") {
 			t.Errorf("sandbox.limits.%s=%v: err = %v, want config_invalid naming sandbox.limits", key, value, err)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/ratelimit"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -48,7 +48,7 @@ type settings struct {
 
 // loadSettings loads the config (not_set_up / config_invalid on failure)
 // and converts it. AGENTNODE_GUARD_STRICT=1 turns strict mode on.
-func loadSettings(path string, environ []string, verdicts *verdict.Cache) (*settings, error) {
+func loadSettings(path string, environ []string, verdicts *validcache.Cache) (*settings, error) {
 	c, err := config.LoadCached(path, verdicts)
 	if err != nil {
 		return nil, err

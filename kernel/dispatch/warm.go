@@ -95,7 +95,7 @@ func hostEligible(level, hostTrustPolicy string) bool {
 	return false
 }
 
-// sandboxedByTrust is the kind of the verdict-cache entry (kernel/verdict)
+// sandboxedByTrust is the kind of the verdict-cache entry (kernel/validcache)
 // that remembers the trust plugin's answer put this very package in the
 // sandbox: a prestart hint for its next run, never a decision.
 const sandboxedByTrust = "placement-sandboxed-by-trust"

@@ -53,7 +53,7 @@ func PluginsDir(dir string) string { return filepath.Join(dir, "plugins") }
 // StateDir holds persistent kernel state such as rate-limit windows.
 func StateDir(dir string) string { return filepath.Join(dir, "state") }
 
-// VerdictsDir holds the validation verdicts of kernel/verdict.
+// VerdictsDir holds the validation verdicts of kernel/validcache.
 func VerdictsDir(dir string) string { return filepath.Join(StateDir(dir), "valid") }
 
 // AuditAnchorPath is the sealed head of the audit chain (kernel/audit,

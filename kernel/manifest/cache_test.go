@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 )
 
 // LoadCached validates a manifest once and remembers it; the verdict is
@@ -14,7 +14,7 @@ import (
 // the schema, it is believed), while the package directory is checked
 // every time.
 func TestLoadCachedSkipsOnlyTheSchemaPart(t *testing.T) {
-	cache := verdict.Open(filepath.Join(t.TempDir(), "valid"))
+	cache := validcache.Open(filepath.Join(t.TempDir(), "valid"))
 	text := toYAML(t, baseManifest())
 	dir := packageDir(t, text)
 	if _, err := LoadCached(dir, cache); err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 )
 
 // FileName is the manifest's name inside a package directory.
@@ -228,7 +228,7 @@ func ValidPackageID(id string) bool { return packageIDRe.MatchString(id) }
 // wrapping the I/O error.
 func Load(dir string) (*Manifest, error) { return LoadCached(dir, nil) }
 
-// verdictKind names manifest verdicts in a verdict.Cache.
+// verdictKind names manifest verdicts in a validcache.Cache.
 const verdictKind = "agentnode.yaml"
 
 // LoadCached is Load, except that a manifest whose exact bytes this binary
@@ -237,7 +237,7 @@ const verdictKind = "agentnode.yaml"
 // again. The checks that depend on the package directory (entrypoints exist
 // and are regular files, MCP commands) run every time, and a manifest that
 // does not validate is always reported in full.
-func LoadCached(dir string, cache *verdict.Cache) (*Manifest, error) {
+func LoadCached(dir string, cache *validcache.Cache) (*Manifest, error) {
 	file := filepath.Join(dir, FileName)
 	data, msg, err := readFile(file)
 	if err != nil {

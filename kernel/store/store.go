@@ -34,7 +34,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/python"
 )
 
@@ -55,7 +55,7 @@ type Store struct {
 	root string
 	// verdicts spares loading a manifest validated before from validating
 	// it again (WithVerdicts).
-	verdicts *verdict.Cache
+	verdicts *validcache.Cache
 	// hashes spares Verify from reading files that provably did not change
 	// since they were last hashed (WithHashes).
 	hashes *hashcache.Cache
@@ -111,13 +111,13 @@ func Open(root string) *Store {
 // WithVerdicts makes the store remember which manifests it validated in c,
 // and skip their schema validation when it loads them again
 // (manifest.LoadCached). It returns s.
-func (s *Store) WithVerdicts(c *verdict.Cache) *Store {
+func (s *Store) WithVerdicts(c *validcache.Cache) *Store {
 	s.verdicts = c
 	return s
 }
 
 // Verdicts is the cache given to WithVerdicts, or nil.
-func (s *Store) Verdicts() *verdict.Cache { return s.verdicts }
+func (s *Store) Verdicts() *validcache.Cache { return s.verdicts }
 
 // HashCacheFile is the name, in agentnode's state directory, of the cache
 // of installed files' digests (WithHashes).

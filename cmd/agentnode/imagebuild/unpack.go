@@ -11,8 +11,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
+	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 

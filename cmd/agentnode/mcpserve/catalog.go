@@ -11,7 +11,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/verdict"
+	"github.com/agentnode/agentnode/kernel/validcache"
 )
 
 // Separator joins a package id and a tool name into an MCP tool name.
@@ -75,7 +75,7 @@ type Catalog struct {
 // decides nothing about trust or policy: every call still goes through the
 // kernel, which re-checks everything. A missing store is an empty catalog.
 func Scan(homeDir string) (*Catalog, error) {
-	pkgs, listErr := store.Open(home.PackagesDir(homeDir)).WithVerdicts(verdict.Open(home.VerdictsDir(homeDir))).List()
+	pkgs, listErr := store.Open(home.PackagesDir(homeDir)).WithVerdicts(validcache.Open(home.VerdictsDir(homeDir))).List()
 	c := &Catalog{Tools: []Tool{}, Skipped: []Skipped{}}
 	if listErr != nil {
 		// A joined error names single unreadable packages; anything else

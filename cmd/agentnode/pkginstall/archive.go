@@ -13,9 +13,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 )
 
 // Size caps of a package (specs/store.md, "Limits"). They apply to archives

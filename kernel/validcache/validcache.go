@@ -1,4 +1,4 @@
-// Package verdict remembers which exact documents this very agentnode binary
+// Package validcache remembers which exact documents this very agentnode binary
 // has already validated, so that a document validated once (config.json, an
 // installed package's agentnode.yaml) is not validated against its JSON
 // Schema again on every run.
@@ -22,7 +22,7 @@
 // current. The cache is as trusted as the files it vouches for: whoever can
 // write $AGENTNODE_HOME/state can write config.json too. A missing, unreadable
 // or unwritable cache only means documents are validated again.
-package verdict
+package validcache
 
 import (
 	"crypto/sha256"
