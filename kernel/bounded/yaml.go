@@ -185,6 +185,12 @@ func yamlDepth(tokens token.Tokens, max int) (depth, line int) {
 		case token.SequenceEntryType:
 			if !inFlow {
 				push(levelSeq, col, 1)
+			} else {
+				// goccy/go-yaml parses "- x" inside a flow collection as
+				// a block sequence nested in the entry ("[- 0]" is two
+				// levels): it counts until the entry ends, as a key does.
+				flow[len(flow)-1].extra++
+				flowDepth++
 			}
 		case token.MappingKeyType:
 			if !inFlow {
