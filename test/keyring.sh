@@ -47,7 +47,7 @@ printf '[D-BUS Service]\nName=org.freedesktop.secrets\nExec=%s\n' "$tmp/keyring-
 # the session bus when dbus-run-session ends. The ping activates it, so a
 # keyring that cannot start fails here rather than in a test.
 status=0
-env -u DBUS_SESSION_BUS_ADDRESS -u GNOME_KEYRING_CONTROL \
+env -u DBUS_SESSION_BUS_ADDRESS -u GNOME_KEYRING_CONTROL AGENTNODE_KEYRING_PRIVATE=1 \
 	XDG_DATA_HOME="$tmp/data" XDG_RUNTIME_DIR="$tmp/runtime" \
 	dbus-run-session -- sh -c '
 		dbus-send --session --print-reply --dest=org.freedesktop.secrets \

@@ -77,6 +77,36 @@ func SessionBus() (string, error) { return sessionBusAddress() }
 // (starting it by D-Bus activation if it is installed but not running).
 // It does not unlock anything and reads no secret.
 func Available() error {
+	err := probe()
+	if serviceDied(err) {
+		err = probe()
+	}
+	return err
+}
+
+// serviceDied reports whether err says the Secret Service went away while
+// a call was in flight (the bus answers org.freedesktop.DBus.Error.NoReply,
+// "disconnected from message bus without replying"): a daemon that crashed
+// or was replaced. Such a call is made once more, and D-Bus activation
+// starts the service again; no other error is retried, and a second
+// failure stands (fail closed). Every call here is idempotent: Set
+// replaces, Get and the probe read, and a Delete that took effect before
+// the service died answers ErrNotFound the second time.
+func serviceDied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var de dbus.Error
+	if errors.As(err, &de) && de.Name == noReply {
+		return true
+	}
+	return strings.Contains(err.Error(), "disconnected from message bus without replying")
+}
+
+const noReply = "org.freedesktop.DBus.Error.NoReply"
+
+// probe is one attempt of Available.
+func probe() error {
 	addr, err := sessionBusAddress()
 	if err != nil {
 		return unavailable(err)
@@ -110,7 +140,13 @@ func do(what, service, user string, op func() error) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- op() }()
+	go func() {
+		err := op()
+		if serviceDied(err) {
+			err = op()
+		}
+		done <- err
+	}()
 	timer := time.NewTimer(opTimeout)
 	defer timer.Stop()
 	var err error
