@@ -7,6 +7,10 @@
 //	executor/agent     runs an agent in the sandbox over the agent protocol
 //	executor/backend   the backends: the host (confined) and the sandbox
 //	                   backend plugins, behind one interface
+//	executor/hostexec  runs a process on the host: confined, bounded,
+//	                   cleaned up (the host backend's engine)
+//	executor/confine   the host confinement: capabilities, Landlock,
+//	                   seccomp
 package executor
 
 import (
@@ -25,5 +29,6 @@ func Registry() *plan.Registry {
 			manifest.TypeAgent:    agent.Executor{},
 		},
 		Backend: backend.For,
+		Host:    backend.Host{},
 	}
 }

@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/executor/confine"
+	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/config"
-	"github.com/agentnode/agentnode/kernel/confine"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/pluginhost"

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/kernel/config"
-	"github.com/agentnode/agentnode/kernel/confine"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 )

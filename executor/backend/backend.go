@@ -1,6 +1,6 @@
 // Package backend holds the backends a plan runs on (kernel/plan.Backend):
 // the host, where a trusted tool runs confined (Host, over
-// kernel/hostexec: Landlock and seccomp), and the sandbox backend plugins
+// executor/hostexec: Landlock and seccomp), and the sandbox backend plugins
 // (Sandbox, over sdk/sandbox: libcontainer, Docker, Podman). Both take the
 // same Task, so an executor says what to run and the placement where: the
 // host is one more backend, the way Nomad's raw_exec is one more driver.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"

@@ -4,18 +4,32 @@ import (
 	"context"
 	"errors"
 
-	"github.com/agentnode/agentnode/kernel/hostexec"
+	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"
 )
 
-// Host runs a task on this machine, confined (kernel/hostexec,
-// kernel/confine): sandbox.host_confinement decides what a kernel without
+// Host runs a task on this machine, confined (executor/hostexec,
+// executor/confine): sandbox.host_confinement decides what a kernel without
 // enough Landlock gets, a refusal is sandbox_unavailable, and a run that
-// was not fully confined says so in Exit.Confinement.
+// was not fully confined says so in Exit.Confinement. It is also the
+// kernel's plan.Host: the checks placement makes before it decides are
+// the ones Run makes again.
 type Host struct{}
+
+// Confinement is hostexec.CheckConfinement's answer for mode (the probe of
+// executor/confine, cached per process): the note on a run that will be
+// less than fully confined, or the refusal Run would make.
+func (Host) Confinement(mode string) (string, error) {
+	a, err := hostexec.CheckConfinement(mode)
+	return a.Note, err
+}
+
+// Python is hostexec.CheckPython: the host has the interpreter of
+// `runtime: python` tools, or runtime_unsupported.
+func (Host) Python() error { return hostexec.CheckPython() }
 
 // Run runs t with hostexec. A `runtime: python` command runs the host's
 // python3 with the tool shim (sdk/python), confined exactly as an exec

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/hostexec"
+	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"

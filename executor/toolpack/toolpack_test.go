@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/executor/backend"
-	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"

@@ -3,31 +3,51 @@ package dispatch
 import (
 	"strings"
 
-	"github.com/agentnode/agentnode/kernel/hostexec"
+	"github.com/agentnode/agentnode/kernel/plan"
+	"github.com/agentnode/agentnode/kernel/reason"
 )
 
-// probeHostConfinement assesses sandbox.host_confinement on this kernel:
-// hostexec.CheckConfinement, the same probe (kernel/confine, cached per
-// process) and the same refusal the host executor makes again before it
-// starts the tool. Tests replace it; nothing else does.
-var probeHostConfinement = hostexec.CheckConfinement
-
 // checkHostConfinement refuses a host placement whose confinement the
-// kernel cannot give (sandbox_unavailable, with the executor's message),
-// so no decision record says allow for a run the executor would refuse.
-// A run that will be less than fully confined (best_effort) is allowed;
-// its note goes into the warnings and the reason of the decision and
-// outcome records.
+// host backend cannot give (sandbox_unavailable, with the backend's
+// message: Kernel.Executors.Host, the probe and refusal the host backend
+// makes again before it starts the tool), so no decision record says allow
+// for a run it would refuse. A kernel into which no host backend is wired
+// places nothing on the host. A run that will be less than fully confined
+// (best_effort) is allowed; its note goes into the warnings and the reason
+// of the decision and outcome records.
 func checkHostConfinement(st *state) error {
-	assessed, err := probeHostConfinement(st.set.hostConfinement)
+	host, err := st.hostBackend()
 	if err != nil {
 		return err
 	}
-	if assessed.Note != "" {
-		st.confineNote = assessed.Note
-		st.k.warn(st, "host tool "+toolName(st)+": "+assessed.Note)
+	note, err := host.Confinement(st.set.hostConfinement)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		st.confineNote = note
+		st.k.warn(st, "host tool "+toolName(st)+": "+note)
 	}
 	return nil
+}
+
+// checkHostPython refuses a `runtime: python` tool on the host when the
+// host backend could not run its interpreter.
+func checkHostPython(st *state) error {
+	host, err := st.hostBackend()
+	if err != nil {
+		return err
+	}
+	return host.Python()
+}
+
+// hostBackend is the host backend's answers (Kernel.Executors.Host):
+// sandbox_unavailable when none is wired in.
+func (st *state) hostBackend() (plan.Host, error) {
+	if st.k.Executors == nil || st.k.Executors.Host == nil {
+		return nil, reason.New(reason.SandboxUnavailable, "no host backend is wired into this agentnode")
+	}
+	return st.k.Executors.Host, nil
 }
 
 // toolName is PKG/TOOL for messages.

@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
+	"github.com/agentnode/agentnode/executor/backend"
+	"github.com/agentnode/agentnode/executor/confine"
+	"github.com/agentnode/agentnode/executor/confine/confinetest"
+	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
-	"github.com/agentnode/agentnode/kernel/confine"
-	"github.com/agentnode/agentnode/kernel/confine/confinetest"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/hostexec"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
@@ -80,15 +82,24 @@ func confineHome(t *testing.T, mode string) *Kernel {
 	return k
 }
 
-// withKernelABI makes placement see a kernel with the given Landlock ABI
+// abiHost is the host backend's answers on a kernel with Landlock ABI abi
 // (and seccomp): hostexec's own assessment, of another readiness.
-func withKernelABI(t *testing.T, abi int) {
-	t.Helper()
-	saved := probeHostConfinement
-	probeHostConfinement = func(mode string) (confine.Assessment, error) {
-		return hostexec.AssessConfinement(confine.Readiness{LandlockABI: abi}, mode)
-	}
-	t.Cleanup(func() { probeHostConfinement = saved })
+type abiHost struct {
+	backend.Host
+	abi int
+}
+
+func (h abiHost) Confinement(mode string) (string, error) {
+	a, err := hostexec.AssessConfinement(confine.Readiness{LandlockABI: h.abi}, mode)
+	return a.Note, err
+}
+
+// withKernelABI makes k's placement see a kernel with the given Landlock
+// ABI; the host backend that runs the tool still checks the real one.
+func withKernelABI(k *Kernel, abi int) {
+	reg := *k.Executors
+	reg.Host = abiHost{abi: abi}
+	k.Executors = &reg
 }
 
 func auditRecords(t *testing.T, k *Kernel) []audit.Record {
@@ -108,7 +119,7 @@ func auditRecords(t *testing.T, k *Kernel) []audit.Record {
 func TestHostConfinementRequiredRefusesBeforeDeciding(t *testing.T) {
 	for _, abi := range []int{0, 3, confine.MinABI - 1} {
 		k := confineHome(t, confine.ModeRequired)
-		withKernelABI(t, abi)
+		withKernelABI(k, abi)
 		_, wantErr := hostexec.AssessConfinement(confine.Readiness{LandlockABI: abi}, confine.ModeRequired)
 
 		dry, err := k.Run(context.Background(), &Request{Package: "host-tools", Tool: "hello", Input: []byte(`{}`), DryRun: true})
@@ -144,7 +155,7 @@ func TestHostConfinementRequiredRefusesBeforeDeciding(t *testing.T) {
 func TestHostConfinementBestEffortNotes(t *testing.T) {
 	for abi, note := range map[int]string{0: "unconfined: landlock unavailable", 3: "partly confined: landlock ABI 3 < 6"} {
 		k := confineHome(t, confine.ModeBestEffort)
-		withKernelABI(t, abi)
+		withKernelABI(k, abi)
 		res, err := k.Run(context.Background(), &Request{Package: "host-tools", Tool: "hello", Input: []byte(`{}`)})
 		if err != nil || !res.Ran || res.OK == nil || !*res.OK || res.Placement != PlacementHost {
 			t.Fatalf("ABI %d: %+v %v", abi, res, err)
@@ -181,7 +192,7 @@ func TestHostConfinementBestEffortNotes(t *testing.T) {
 func TestHostConfinementFullNoNote(t *testing.T) {
 	for _, mode := range []string{confine.ModeRequired, confine.ModeBestEffort} {
 		k := confineHome(t, mode)
-		withKernelABI(t, confine.MinABI)
+		withKernelABI(k, confine.MinABI)
 		confinetest.Require(t) // the executor checks the real kernel
 		res, err := k.Run(context.Background(), &Request{Package: "host-tools", Tool: "hello", Input: []byte(`{}`)})
 		if err != nil || !res.Ran || len(res.Warnings) != 0 || res.Reason != "" {
@@ -200,8 +211,8 @@ func TestHostConfinementFullNoNote(t *testing.T) {
 // nothing and records the failure (plugin_unavailable).
 func TestNoExecutorFailsClosed(t *testing.T) {
 	k := confineHome(t, confine.ModeBestEffort)
-	withKernelABI(t, confine.MinABI)
-	k.Executors = nil
+	withKernelABI(k, confine.MinABI)
+	k.Executors = &plan.Registry{Host: k.Executors.Host}
 	res, err := k.Run(context.Background(), &Request{Package: "host-tools", Tool: "hello", Input: []byte(`{}`)})
 	if !errors.Is(err, reason.ErrPluginUnavailable) || res.Ran || res.Decision != "allow" || !strings.Contains(err.Error(), "no executor") {
 		t.Fatalf("%+v %v", res, err)

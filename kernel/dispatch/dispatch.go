@@ -16,10 +16,10 @@ import (
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/ownlimits"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
@@ -453,13 +453,13 @@ func (k *Kernel) recordOutcome(st *state) error {
 }
 
 // restoreOwnLimits puts agentnode's resource limits back to what they were
-// at start before an audit record is written (hostexec.RestoreLimits): a
+// at start before an audit record is written (kernel/ownlimits): a
 // host tool that lowered its parent's RLIMIT_FSIZE or RLIMIT_NOFILE (its
 // seccomp filter refuses that; this is the second line) cannot stop the
 // record. The error says what could not be restored, for the message of a
 // write that fails all the same.
 func restoreOwnLimits() error {
-	_, err := hostexec.RestoreLimits()
+	_, err := ownlimits.Restore()
 	return err
 }
 

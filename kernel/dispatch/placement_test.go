@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -58,11 +59,62 @@ func TestPlacement(t *testing.T) {
 func placementState(t *testing.T, policy, tier, pkgType string, agentSandbox bool) *state {
 	t.Helper()
 	return &state{
-		k: &Kernel{HomeDir: t.TempDir()},
+		k: &Kernel{HomeDir: t.TempDir(), Executors: executor.Registry()},
 		set: &settings{hostTrustPolicy: policy, hostConfinement: config.HostConfinementRequired, backend: "libcontainer",
 			image: config.PlaceholderImage, agentSandboxEnabled: agentSandbox},
 		pkg: &store.Package{ID: "p", Manifest: &manifest.Manifest{PackageID: "p", PackageType: pkgType, Runtime: "exec"}},
 		res: &Result{Trust: tier, Placement: PlacementNone},
+	}
+}
+
+// refusingHost is a host backend that cannot confine or has no python.
+type refusingHost struct{ confine, python error }
+
+func (h refusingHost) Confinement(string) (string, error) { return "", h.confine }
+func (h refusingHost) Python() error                      { return h.python }
+
+// TestPlacementAsksTheHostBackend: what placement knows of the host comes
+// from the host backend wired into the kernel (Kernel.Executors.Host),
+// and fails closed: no host backend, or one that would refuse the run,
+// refuses the host placement with its code; placement never falls back to
+// a sandbox for it. The sandbox placement does not ask the host.
+func TestPlacementAsksTheHostBackend(t *testing.T) {
+	st := placementState(t, "default", "curated", "toolpack", false)
+	st.k.Executors = nil
+	err := stagePlacement(context.Background(), st)
+	if !errors.Is(err, reason.ErrSandboxUnavailable) || st.res.Placement != PlacementHost ||
+		!strings.Contains(err.Error(), "no host backend") {
+		t.Errorf("no host backend: placement %q, %v", st.res.Placement, err)
+	}
+
+	noConfine := reason.New(reason.SandboxUnavailable, "host_confinement required: landlock ABI 3 < 6")
+	noPython := reason.New(reason.RuntimeUnsupported, "runtime python on the host needs /usr/bin/python3")
+	for _, c := range []struct {
+		runtime string
+		host    refusingHost
+		want    error
+	}{
+		{manifest.RuntimeExec, refusingHost{confine: noConfine}, noConfine},
+		{manifest.RuntimePython, refusingHost{python: noPython}, noPython},
+		{manifest.RuntimePython, refusingHost{confine: noConfine}, noConfine},
+		{manifest.RuntimeExec, refusingHost{python: noPython}, nil},
+	} {
+		st := placementState(t, "default", "trusted", "toolpack", false)
+		st.pkg.Manifest.Runtime = c.runtime
+		reg := *st.k.Executors
+		reg.Host = c.host
+		st.k.Executors = &reg
+		err := stagePlacement(context.Background(), st)
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) || st.res.Placement != PlacementHost {
+			t.Errorf("%s %+v: placement %q, %v, want %v", c.runtime, c.host, st.res.Placement, err, c.want)
+		}
+		sb := placementState(t, "default", "verified", "toolpack", false)
+		sb.pkg.Manifest.Runtime = c.runtime
+		sb.k.Executors = &reg
+		sb.set.pythonImage = "agentnode/python@sha256:" + strings.Repeat("0", 64)
+		if err := stagePlacement(context.Background(), sb); !errors.Is(err, reason.ErrImageUnpinned) {
+			t.Errorf("sandboxed %s %+v: %v, want image_unpinned", c.runtime, c.host, err)
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentnode/agentnode/kernel/hostexec"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
@@ -207,12 +206,12 @@ func stagePlacement(ctx context.Context, st *state) error {
 			}
 		}
 		if m.Runtime == manifest.RuntimePython {
-			if err := hostexec.CheckPython(); err != nil {
+			if err := checkHostPython(st); err != nil {
 				return err
 			}
 		}
 		// Refuse here, before any decision record says allow, what the
-		// host executor would refuse (kernel/hostexec checks it again).
+		// host backend would refuse (it checks again when it runs).
 		return checkHostConfinement(st)
 	}
 	st.res.Backend = st.set.backend

@@ -50,7 +50,7 @@ type Plan struct {
 	Limits  sandbox.Limits
 	Timeout time.Duration
 	// Environ is the caller's environment; only a host run gets any of
-	// it, filtered (hostexec.AllowedEnv).
+	// it, filtered (executor/hostexec.AllowedEnv).
 	Environ []string
 	// HostConfinement is sandbox.host_confinement (host placement).
 	HostConfinement string
@@ -195,6 +195,26 @@ type Registry struct {
 	// sandbox backend client the placement stage found available, running
 	// image img.
 	Backend func(placement, name string, sb *sandbox.Client, img Image) (Backend, error)
+	// Host answers the placement stage's questions about the host
+	// backend. nil places nothing on the host (sandbox_unavailable).
+	Host Host
+}
+
+// Host is what the decision must know of the host backend before it
+// places a run there, so that no decision record says allow for a run the
+// host backend would refuse: the same checks, by the same code, that the
+// host backend makes again when it runs (executor/backend.Host).
+type Host interface {
+	// Confinement assesses sandbox.host_confinement mode on this machine
+	// without running anything: an error with reason code
+	// sandbox_unavailable when a host run would be refused (the host
+	// backend's own message), else the note for the audit records on a
+	// run that will be less than fully confined ("" when fully).
+	Confinement(mode string) (note string, err error)
+	// Python checks the host's interpreter of `runtime: python` tools:
+	// nil, or the coded error (runtime_unsupported) a host run would
+	// fail with.
+	Python() error
 }
 
 // Image is the resolved sandbox image a sandboxed plan runs in.

@@ -38,7 +38,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentnode/agentnode/kernel/confine/confinetest/metaattack"
+	"github.com/agentnode/agentnode/executor/confine/confinetest/metaattack"
 )
 
 // input is the tool's input. Guard refuses absolute paths in a tool's

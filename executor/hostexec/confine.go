@@ -1,7 +1,7 @@
 package hostexec
 
 import (
-	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/executor/confine"
 )
 
 // Require skips tb on a kernel without enough Landlock, or fails it when

@@ -64,8 +64,8 @@
 //   - The tool changed agentnode's own resource limits (prlimit on its
 //     parent; a confined tool's seccomp filter refuses that, so this is the
 //     second line): once the tool is reaped Run puts them back as they were
-//     when agentnode started (RestoreLimits) and returns the Result with an
-//     error wrapping ErrLimitsChanged, reason code sandbox_unavailable.
+//     when agentnode started (kernel/ownlimits) and returns the Result with
+//     an error wrapping ownlimits.ErrChanged, reason code sandbox_unavailable.
 //     Raising a lowered hard limit needs CAP_SYS_RESOURCE; without it the
 //     error says which limit stays lowered.
 //
@@ -111,7 +111,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentnode/agentnode/kernel/confine"
+	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentnode/agentnode/kernel/confine/confinetest/metaattack"
+	"github.com/agentnode/agentnode/executor/confine/confinetest/metaattack"
 )
 
 var checks = map[string]func(param string) error{

@@ -23,8 +23,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentnode/agentnode/kernel/confine"
-	"github.com/agentnode/agentnode/kernel/confine/confinetest"
+	"github.com/agentnode/agentnode/executor/confine"
+	"github.com/agentnode/agentnode/executor/confine/confinetest"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
