@@ -53,7 +53,7 @@ type doctorReport struct {
 }
 
 // hostConfinementReport is what this kernel and build can do to confine
-// trusted/curated tools on the host (kernel/confine), and whether they can
+// trusted/curated tools on the host (executor/confine), and whether they can
 // run there under sandbox.host_confinement.
 type hostConfinementReport struct {
 	// Mode is sandbox.host_confinement ("" when the config did not load).

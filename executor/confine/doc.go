@@ -1,6 +1,8 @@
 // Package confine confines a trusted tool that runs on the host: the
 // placement host_trust_policy allows for trusted/curated packages
-// (kernel/hostexec uses it; sandbox.host_confinement configures it).
+// (executor/hostexec uses it; sandbox.host_confinement configures it).
+// It sits with the host backend it serves, outside the kernel, which asks
+// that backend (kernel/plan.Host) rather than probing the machine itself.
 //
 // # How
 //
@@ -16,7 +18,7 @@
 // and destroys the thread at the end (and creates new threads from a template
 // thread, never from a locked one). The rest of agentnode keeps its
 // privileges. This costs about 0.4 ms per run (BenchmarkRunConfined against
-// BenchmarkRunTrivial in kernel/hostexec): the BPF program is compiled once
+// BenchmarkRunTrivial in executor/hostexec): the BPF program is compiled once
 // per process.
 //
 // # What a confined tool gets
@@ -98,9 +100,9 @@
 // to 0 so that the outcome record of its run could not be written. The
 // filter is compiled once per process, before any tool exists, so it cannot
 // know the tool's own pid: prlimit64 on it by number is refused too (libc's
-// getrlimit/setrlimit and Go pass 0). As a second line kernel/hostexec puts
+// getrlimit/setrlimit and Go pass 0). As a second line executor/hostexec puts
 // agentnode's own limits back after every tool run and kernel/dispatch
-// before every audit record (hostexec.RestoreLimits). Signals are scoped by
+// before every audit record (kernel/ownlimits). Signals are scoped by
 // Landlock (above); ptrace, process_vm_* and pidfd_getfd are denied.
 //
 // Pathname unix sockets (ssh-agent, D-Bus, the Docker socket, the OS
@@ -125,10 +127,11 @@
 // 6"). Whatever the mode, a confinement step that fails (including seccomp)
 // refuses the run: nothing is started less confined than decided. Probe
 // reports what the kernel and build can do (Landlock ABI, seccomp filters),
-// once per process; Readiness.Assess applies a mode to it. kernel/hostexec
+// once per process; Readiness.Assess applies a mode to it. executor/hostexec
 // checks every confined run against it, and kernel/dispatch makes the same
-// check at placement, so that a run the executor would refuse is refused
-// before the decision record.
+// check at placement (through the host backend's plan.Host answer), so
+// that a run the executor would refuse is refused before the decision
+// record.
 //
 // # Limits
 //

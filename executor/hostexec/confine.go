@@ -6,7 +6,7 @@ import (
 )
 
 // Confinement asks Run to confine the tool with capabilities dropped,
-// Landlock and seccomp (kernel/confine has the policy): it may read its
+// Landlock and seccomp (executor/confine has the policy): it may read its
 // package, read and write its work directory, read the system's software,
 // and nothing else; without Network it cannot create sockets.
 type Confinement struct {

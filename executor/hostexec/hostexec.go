@@ -4,9 +4,15 @@
 // flood, leave processes or files behind, read the user's secrets from the
 // environment) and speaks the tool I/O protocol of kernel/toolio over the
 // process's pipes. With Request.Confine it also confines the tool
-// (kernel/confine: no capabilities, Landlock, seccomp), so that a tool gone
+// (executor/confine: no capabilities, Landlock, seccomp), so that a tool gone
 // bad cannot write outside its work dir, read the user's files or open
 // sockets it has not declared.
+//
+// It is the engine of the host backend (executor/backend.Host), outside
+// the kernel: the kernel decides whether a run may go to the host and
+// never starts a tool itself. What placement must know before it decides
+// (CheckConfinement, CheckPython) reaches it through that backend's
+// answers to kernel/plan.Host, and Run checks the same again.
 //
 // # What a tool process gets
 //
@@ -38,7 +44,7 @@
 //     limits and end as any other tool.
 //   - Its own process group (Setpgid) and SIGKILL as its parent-death signal
 //     (Pdeathsig), so it dies with the agentnode process.
-//   - With Request.Confine: the confinement of kernel/confine, applied to
+//   - With Request.Confine: the confinement of executor/confine, applied to
 //     the thread that forks the tool, so it holds from the tool's first
 //     instruction. sandbox.host_confinement (Confinement.Mode) decides
 //     whether a kernel without enough Landlock refuses the run

@@ -34,7 +34,7 @@ const (
 )
 
 // Values of sandbox.host_confinement: how a tool that runs on the host is
-// confined when the kernel lacks the Landlock ABI that kernel/confine needs.
+// confined when the kernel lacks the Landlock ABI that executor/confine needs.
 const (
 	// HostConfinementRequired refuses the run (sandbox_unavailable).
 	HostConfinementRequired = "required"

@@ -1,7 +1,7 @@
 // Package toolio implements the tool I/O protocol of specs/toolio.md: the
 // one JSON object the host writes to a tool process's stdin and the one JSON
 // object the tool writes to its stdout. The same protocol is spoken across
-// the sandbox boundary and by the host executor (kernel/hostexec).
+// the sandbox boundary and by the host executor (executor/hostexec).
 //
 // A request is one line:
 //

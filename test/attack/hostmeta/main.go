@@ -3,7 +3,7 @@
 // the mode, owner, timestamps, extended attributes and inode flags of files
 // it can name, the resource limits of an unrelated process, and the file
 // size limit of agentnode, its parent — with the attacks of
-// kernel/confine/confinetest/metaattack. The same binary sets up and
+// executor/confine/confinetest/metaattack. The same binary sets up and
 // inspects the targets:
 //
 //	hostmeta victim DIR      plant DIR/bin (0755) and DIR/secret (0600), each

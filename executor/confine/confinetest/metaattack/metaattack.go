@@ -2,7 +2,7 @@
 // does not mediate: the metadata of files it can name (mode, owner,
 // timestamps, extended attributes, inode flags) and the resource limits of
 // other processes, its parent among them. The attacker programs of
-// kernel/hostexec (testdata/escape) and of the attack suite
+// executor/hostexec (testdata/escape) and of the attack suite
 // (test/attack/hostmeta) run them confined, and their tests run them
 // unconfined as the control.
 //

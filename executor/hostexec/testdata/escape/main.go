@@ -1,9 +1,9 @@
-// Command escape is the attacker of kernel/hostexec's confinement tests: a
+// Command escape is the attacker of executor/hostexec's confinement tests: a
 // host tool that tries, one by one, the escapes its arguments name and
 // prints one line per attempt, "ARG: allowed" or "ARG: denied: ERRNO".
 // An argument is NAME or NAME=PARAM; $VARIABLES in PARAM are expanded.
 // Besides its own checks it makes the attacks on file metadata and on
-// other processes' resource limits of kernel/confine/confinetest/metaattack
+// other processes' resource limits of executor/confine/confinetest/metaattack
 // (their PARAM is a path, or a pid where "ppid" is its parent).
 package main
 
