@@ -29,7 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
@@ -211,7 +211,7 @@ func TestAuthRoundTrip(t *testing.T) {
 		name:  `{"api":"openai","base_url":"` + oai.URL + `/v1"}`,
 		aname: `{"api":"anthropic","base_url":"` + ant.URL + `"}`,
 	} {
-		if err := config.Set(cfgPath, "llm.providers."+n, v); err != nil {
+		if err := configedit.Set(cfgPath, "llm.providers."+n, v); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = keychain.Delete(provider.KeychainService(n), provider.KeychainUser) })
@@ -320,7 +320,7 @@ func TestAuthRoundTrip(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	_ = l.Close()
-	if err := config.Set(cfgPath, "llm.providers."+name+".base_url", "http://"+closed+"/v1"); err != nil {
+	if err := configedit.Set(cfgPath, "llm.providers."+name+".base_url", "http://"+closed+"/v1"); err != nil {
 		t.Fatal(err)
 	}
 	if cfgBefore, err = os.ReadFile(cfgPath); err != nil {

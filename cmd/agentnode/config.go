@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -49,7 +49,7 @@ func newConfigListCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			kvs, err := config.List(path)
+			kvs, err := configedit.List(path)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -83,7 +83,7 @@ func newConfigGetCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			v, err := config.Get(path, args[0])
+			v, err := configedit.Get(path, args[0])
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -112,10 +112,10 @@ func newConfigSetCmd() *cobra.Command {
 				return fail(cmd, jsonOut, err)
 			}
 			key, value := args[0], args[1]
-			if err := config.Set(path, key, value); err != nil {
+			if err := configedit.Set(path, key, value); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			v, err := config.Get(path, key)
+			v, err := configedit.Get(path, key)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}

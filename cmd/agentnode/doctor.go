@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -48,8 +49,8 @@ type doctorReport struct {
 	// SDKKeys are the AgentNode SDK's own keys in the config
 	// (specs/config.md): mapped onto agentnode's policy, or accepted and
 	// not enforced.
-	SDKKeys []config.SDKKey `json:"sdk_keys,omitempty"`
-	Version string          `json:"version"`
+	SDKKeys []configedit.SDKKey `json:"sdk_keys,omitempty"`
+	Version string              `json:"version"`
 }
 
 // hostConfinementReport is what this kernel and build can do to confine
@@ -146,7 +147,7 @@ func runDoctor() *doctorReport {
 	cfg, err := config.Load(cfgPath)
 	configOK := add("config", err, cfgPath)
 	if cfg != nil {
-		if keys, err := cfg.SDKKeys(); err == nil {
+		if keys, err := configedit.SDKKeys(cfg); err == nil {
 			rep.SDKKeys = keys
 		}
 	}

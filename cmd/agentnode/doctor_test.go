@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/executor/confine"
-	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -38,7 +38,7 @@ func TestDoctorHostConfinement(t *testing.T) {
 	dir := trustHome(t)
 	abi := confine.LandlockABI()
 	for _, mode := range []string{confine.ModeRequired, confine.ModeBestEffort} {
-		if err := config.Set(home.ConfigPath(dir), "sandbox.host_confinement", mode); err != nil {
+		if err := configedit.Set(home.ConfigPath(dir), "sandbox.host_confinement", mode); err != nil {
 			t.Fatal(err)
 		}
 		code, rep, out := doctorJSON(t)

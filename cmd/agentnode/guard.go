@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 )
@@ -212,15 +213,15 @@ func newGuardSetCmd() *cobra.Command {
 				return fail(cmd, jsonOut, err)
 			}
 			key := "guard." + action
-			if err := config.Set(path, key, value); err != nil {
+			if err := configedit.Set(path, key, value); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			if strict, err := config.Get(path, "guard.strict"); err == nil && strict == true {
+			if strict, err := configedit.Get(path, "guard.strict"); err == nil && strict == true {
 				fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: warning: guard.strict is on: the strict policy applies and %s has no effect until it is off\n", key)
 			} else if envTrueOS("AGENTNODE_GUARD_STRICT") {
 				fmt.Fprintf(cmd.ErrOrStderr(), "agentnode: warning: AGENTNODE_GUARD_STRICT is set: the strict policy applies and %s has no effect while it is\n", key)
 			}
-			v, err := config.Get(path, key)
+			v, err := configedit.Get(path, key)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}

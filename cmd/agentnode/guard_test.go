@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 )
@@ -18,7 +19,7 @@ func guardHome(t *testing.T) string {
 	t.Setenv("AGENTNODE_HOME", dir)
 	t.Setenv("AGENTNODE_CONFIG", "")
 	t.Setenv("AGENTNODE_GUARD_STRICT", "")
-	if _, _, err := config.Setup(filepath.Join(dir, "config.json")); err != nil {
+	if _, _, err := configedit.Setup(filepath.Join(dir, "config.json")); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -51,7 +52,7 @@ func TestGuardSet(t *testing.T) {
 		if code != 0 || stdout != "guard."+a+" = deny\n" {
 			t.Fatalf("guard set %s deny: exit %d %q %q", a, code, stdout, stderr)
 		}
-		if v, err := config.Get(cfg, "guard."+a); err != nil || v != "deny" {
+		if v, err := configedit.Get(cfg, "guard."+a); err != nil || v != "deny" {
 			t.Fatalf("guard.%s = %v (%v)", a, v, err)
 		}
 	}
@@ -59,7 +60,7 @@ func TestGuardSet(t *testing.T) {
 
 func TestGuardPolicyJSON(t *testing.T) {
 	dir := guardHome(t)
-	if err := config.Set(filepath.Join(dir, "config.json"), "guard.execute", "deny"); err != nil {
+	if err := configedit.Set(filepath.Join(dir, "config.json"), "guard.execute", "deny"); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "guard", "policy", "--json")

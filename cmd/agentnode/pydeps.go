@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
@@ -216,7 +217,7 @@ func buildPythonInstaller(cmd *cobra.Command, jsonOut bool, busybox string) erro
 	case img.Ref:
 		rep.Config = "unchanged"
 	case "":
-		if err := config.Set(cfgPath, key, img.Ref); err != nil {
+		if err := configedit.Set(cfgPath, key, img.Ref); err != nil {
 			return fail(cmd, jsonOut, err)
 		}
 		rep.Config = "set"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -125,7 +126,7 @@ unset, else left alone with the command to switch printed.`,
 			case img.Ref:
 				rep.Config = "unchanged"
 			case config.PlaceholderImage:
-				if err := config.Set(cfgPath, "sandbox.image", img.Ref); err != nil {
+				if err := configedit.Set(cfgPath, "sandbox.image", img.Ref); err != nil {
 					return fail(cmd, jsonOut, err)
 				}
 				rep.Config, rep.Current = "set", img.Ref
@@ -225,7 +226,7 @@ func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, bu
 	case img.Ref:
 		rep.Config = "unchanged"
 	case "":
-		if err := config.Set(cfgPath, "sandbox.python_image", img.Ref); err != nil {
+		if err := configedit.Set(cfgPath, "sandbox.python_image", img.Ref); err != nil {
 			return nil, err
 		}
 		rep.Config, rep.Current = "set", img.Ref

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -85,7 +85,7 @@ func runSetup(cmd *cobra.Command) (*setupResult, error) {
 			res.OpenDirs = append(res.OpenDirs, d)
 		}
 	}
-	created, added, err := config.Setup(res.Config)
+	created, added, err := configedit.Setup(res.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -102,7 +103,7 @@ func newTrustKeygenCmd() *cobra.Command {
 				return fail(cmd, jsonOut, keychainFailure(err))
 			}
 			pubB64 := base64.StdEncoding.EncodeToString(pub)
-			if err := config.AddTrustKey(cfgPath, id, pubB64); err != nil {
+			if err := configedit.AddTrustKey(cfgPath, id, pubB64); err != nil {
 				// Roll back so that the id can be used again.
 				if derr := keychain.Delete(service, keychain.TrustKeyUser); derr != nil {
 					err = fmt.Errorf("%w (and removing the new private key from the OS keychain failed: %v)", err, derr)

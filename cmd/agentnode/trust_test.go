@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
@@ -41,7 +42,7 @@ func trustHome(t *testing.T) string {
 	dir := t.TempDir()
 	t.Setenv("AGENTNODE_HOME", dir)
 	t.Setenv("AGENTNODE_CONFIG", "")
-	if _, _, err := config.Setup(filepath.Join(dir, "config.json")); err != nil {
+	if _, _, err := configedit.Setup(filepath.Join(dir, "config.json")); err != nil {
 		t.Fatal(err)
 	}
 	return dir

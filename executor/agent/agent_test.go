@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -55,7 +56,7 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 	t.Helper()
 	dir := t.TempDir()
 	path := home.ConfigPath(dir)
-	if _, _, err := config.Setup(path); err != nil {
+	if _, _, err := configedit.Setup(path); err != nil {
 		t.Fatal(err)
 	}
 	c, err := config.Load(path)
@@ -64,7 +65,7 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 	}
 	if edit != nil {
 		edit(c)
-		if err := config.Save(path, c); err != nil {
+		if err := configedit.Save(path, c); err != nil {
 			t.Fatal(err)
 		}
 	}

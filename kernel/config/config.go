@@ -1,4 +1,4 @@
-// Package config reads, validates and writes agentnode's config.json
+// Package config reads and validates agentnode's config.json
 // (AGENTNODE_HOME/config.json, or AGENTNODE_CONFIG).
 //
 // The file is checked against specs/schema/config.schema.json and a few
@@ -12,8 +12,11 @@
 // default (guard.max_permissions.*, sandbox.python_image) are then unset, and setup never writes
 // them.
 //
-// Writes (Setup, Set, AddTrustKey, Save) are atomic: a temporary file in the
-// same directory, fsync, rename, fsync of the directory; the file stays 0600.
+// It belongs in the trusted core because every decision reads the config
+// (Load) and must refuse one it cannot trust. Writing the file (`agentnode
+// setup`, `config set`, `trust add-key`, image pins) is a front end's:
+// cmd/agentnode/configedit, which goes through this package's checks
+// (ReadDocument, ValidateDocument, Problems, Keys) before it writes.
 package config
 
 import (
@@ -336,9 +339,9 @@ func Defaults() *Config {
 	}
 }
 
-// normalize replaces nil maps and slices with empty ones, so the config
+// Normalize replaces nil maps and slices with empty ones, so the config
 // marshals to what the schema expects ([] and {}, never null).
-func (c *Config) normalize() {
+func (c *Config) Normalize() {
 	if c.Trust.Keys == nil {
 		c.Trust.Keys = []TrustKey{}
 	}

@@ -12,6 +12,10 @@ import (
 	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
+// DecodeStrict parses data as one JSON value as config files are parsed:
+// numbers as json.Number, duplicate object keys refused (decodeStrict).
+func DecodeStrict(data []byte) (any, error) { return decodeStrict(data) }
+
 // decodeStrict parses one JSON value into the generic form the schema
 // validator takes (map[string]any, []any, json.Number, string, bool, nil).
 // Unlike encoding/json it refuses duplicate object keys, naming the key, and

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/specs"
 )
 
@@ -111,7 +112,7 @@ func semanticProblems(doc any) []problem {
 		min  int64
 		name string
 	}{{"memory", MinMemory, "16m"}, {"tmp_size", MinTmpSize, "1m"}} {
-		v, _ := lookupPath(doc, []string{"sandbox", "limits", sz.key})
+		v, _ := LookupPath(doc, []string{"sandbox", "limits", sz.key})
 		s, ok := v.(string)
 		if !ok {
 			continue
@@ -122,7 +123,7 @@ func semanticProblems(doc any) []problem {
 	}
 	// A rate limit entry is in one form: agentnode's keys or the
 	// AgentNode SDK's, never both (which value would apply is not clear).
-	rls, _ := lookupPath(doc, []string{"guard", "rate_limits"})
+	rls, _ := LookupPath(doc, []string{"guard", "rate_limits"})
 	rlm, _ := rls.(map[string]any)
 	for pkg, e := range rlm {
 		entry, _ := e.(map[string]any)
@@ -136,7 +137,7 @@ func semanticProblems(doc any) []problem {
 			ps = append(ps, problem{"guard.rate_limits." + pkg, "mixes agentnode's keys (per_minute, per_hour, burst) with the AgentNode SDK's (calls_per_minute, calls_per_hour, burst_size): use one form"})
 		}
 	}
-	keys, _ := lookupPath(doc, []string{"trust", "keys"})
+	keys, _ := LookupPath(doc, []string{"trust", "keys"})
 	arr, _ := keys.([]any)
 	seen := map[string]int{}
 	for i, k := range arr {
@@ -218,7 +219,7 @@ func collect(st *schemaState, doc any, ve *jsonschema.ValidationError, ps *[]pro
 				*ps = append(*ps, problem{key, "not an action type; allowed: " + strings.Join(Actions, ", ")})
 				continue
 			}
-			if s := suggest(st, key); len(s) > 0 {
+			if s := Suggest(key); len(s) > 0 {
 				msg += " (did you mean " + strings.Join(s, " or ") + "?)"
 			}
 			*ps = append(*ps, problem{key, msg})
@@ -364,8 +365,8 @@ func instancePath(doc any, loc []string) []string {
 	return out
 }
 
-// lookupPath walks object keys in a generic document.
-func lookupPath(doc any, path []string) (any, bool) {
+// LookupPath walks object keys in a generic document.
+func LookupPath(doc any, path []string) (any, bool) {
 	node := doc
 	for _, p := range path {
 		m, ok := node.(map[string]any)
@@ -379,9 +380,24 @@ func lookupPath(doc any, path []string) (any, bool) {
 	return node, true
 }
 
-// resolve follows a local "$ref": "#/$defs/NAME" and returns the referenced
-// node merged under the referring node's own keywords.
-func resolve(st *schemaState, node map[string]any) map[string]any {
+// SchemaDocument is the config schema (SchemaFile) as a generic JSON
+// document, for a front end that walks its keys; callers must not change
+// it.
+func SchemaDocument() (map[string]any, error) {
+	st, err := loadSchema()
+	if err != nil {
+		return nil, reason.Wrap(reason.ConfigInvalid, err, "")
+	}
+	return st.doc, nil
+}
+
+// resolve is ResolveRef in the loaded schema.
+func resolve(st *schemaState, node map[string]any) map[string]any { return ResolveRef(st.doc, node) }
+
+// ResolveRef follows a local "$ref": "#/$defs/NAME" of node in schema
+// (SchemaDocument) and returns the referenced node merged under the
+// referring node's own keywords.
+func ResolveRef(schema, node map[string]any) map[string]any {
 	ref, ok := node["$ref"].(string)
 	if !ok {
 		return node
@@ -390,10 +406,10 @@ func resolve(st *schemaState, node map[string]any) map[string]any {
 	if !ok {
 		return node
 	}
-	defs, _ := st.doc["$defs"].(map[string]any)
+	defs, _ := schema["$defs"].(map[string]any)
 	target, _ := defs[name].(map[string]any)
 	merged := map[string]any{}
-	for k, v := range resolve(st, target) {
+	for k, v := range ResolveRef(schema, target) {
 		merged[k] = v
 	}
 	for k, v := range node {
@@ -404,129 +420,53 @@ func resolve(st *schemaState, node map[string]any) map[string]any {
 	return merged
 }
 
-// schemaKey is a config key resolved against the schema.
-type schemaKey struct {
-	path []string       // object path into the document
-	node map[string]any // resolved schema of the value
-	// entry is true when the last path element names an entry of a map
-	// (guard.tool_overrides.PKG/TOOL and the like).
-	entry bool
+// Key is a key of the config schema whose value is not a fixed-shape
+// object: a scalar, an array or a map (Keys).
+type Key struct {
+	// Name is the dotted key (sandbox.limits.memory).
+	Name string
+	// Default: the schema gives it a default. A key without one
+	// (guard.max_permissions.network and the like) is optional: absent
+	// means unset, and setup never writes it.
+	Default bool
+	// SDK is its x-agentnode-sdk annotation (SDKMapped, SDKNotEnforced)
+	// when it is one of the AgentNode SDK's own keys, else "".
+	SDK string
 }
 
-// typeStringOrObject is the type of a key that takes a string or an object.
-const typeStringOrObject = "string|object"
+// SDK key statuses (the schema's x-agentnode-sdk annotation).
+const (
+	SDKMapped      = "mapped"
+	SDKNotEnforced = "not_enforced"
+)
 
-// typ is the JSON type the key takes: "string", "boolean", "integer",
-// "number", "array", "object", or typeStringOrObject (a
-// guard.tool_overrides entry).
-func (k *schemaKey) typ() string {
-	if t, ok := k.node["type"].(string); ok {
-		return t
-	}
-	if ts, ok := k.node["type"].([]any); ok && len(ts) == 2 && ts[0] == "string" && ts[1] == "object" {
-		return typeStringOrObject
-	}
-	if enum, ok := k.node["enum"].([]any); ok && len(enum) > 0 {
-		if _, ok := enum[0].(string); ok {
-			return "string"
-		}
-	}
-	return ""
+// schemaKeys is the one walk of the schema's keys: every leaf, sorted,
+// and the fixed-shape sections.
+type schemaKeys struct {
+	leaves   []Key
+	sections []string
 }
 
-// allowed describes the values a key takes, for error messages.
-func (k *schemaKey) allowed() string {
-	if enum, ok := k.node["enum"].([]any); ok {
-		vs := make([]string, 0, len(enum))
-		for _, v := range enum {
-			vs = append(vs, fmt.Sprint(v))
-		}
-		return "one of " + strings.Join(vs, ", ")
+var walkKeys = sync.OnceValues(func() (*schemaKeys, error) {
+	st, err := loadSchema()
+	if err != nil {
+		return nil, err
 	}
-	switch t := k.typ(); t {
-	case "boolean":
-		return "true or false"
-	case "integer":
-		return "an integer"
-	case "number":
-		return "a number"
-	case "array":
-		return "a JSON array"
-	case "object":
-		return "a JSON object"
-	case typeStringOrObject:
-		return "a string or a JSON object"
-	case "string":
-		if d, ok := k.node["description"].(string); ok && k.node["pattern"] != nil {
-			return "a string (" + d + ")"
-		}
-		return "a string"
-	default:
-		return "a JSON value"
-	}
-}
-
-// lookupKey resolves a dotted key. Keys name fixed properties; below a map
-// (an object with additionalProperties) the next element names an entry, or,
-// when entries are not objects, the rest of the key does (tool names may
-// contain dots).
-func lookupKey(st *schemaState, key string) (*schemaKey, error) {
-	if key == "" {
-		return nil, unknownKey(st, key)
-	}
-	segs := strings.Split(key, ".")
-	node := st.doc
-	var path []string
-	entry := false
-	for i := 0; i < len(segs); i++ {
-		r := resolve(st, node)
-		seg := segs[i]
-		if seg == "" {
-			return nil, unknownKey(st, key)
-		}
-		entry = false
-		if props, ok := r["properties"].(map[string]any); ok {
-			next, ok := props[seg].(map[string]any)
-			if !ok {
-				return nil, unknownKey(st, key)
-			}
-			node, path = next, append(path, seg)
-			continue
-		}
-		ap, ok := r["additionalProperties"].(map[string]any)
-		if !ok {
-			return nil, unknownKey(st, key)
-		}
-		if _, objects := resolve(st, ap)["properties"]; !objects {
-			seg = strings.Join(segs[i:], ".")
-			i = len(segs)
-		}
-		node, path, entry = ap, append(path, seg), true
-	}
-	return &schemaKey{path: path, node: resolve(st, node), entry: entry}, nil
-}
-
-func unknownKey(st *schemaState, key string) error {
-	msg := fmt.Sprintf("unknown config key %q", key)
-	if s := suggest(st, key); len(s) > 0 {
-		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
-	}
-	return errors.New(msg)
-}
-
-// leafKeys lists the keys whose values are not fixed-shape objects: every
-// scalar, array and map key, sorted. sections lists the fixed-shape objects.
-func leafKeys(st *schemaState) (leaves, sections []string) {
+	ks := &schemaKeys{}
 	var walk func(prefix string, node map[string]any)
 	walk = func(prefix string, node map[string]any) {
 		r := resolve(st, node)
 		props, ok := r["properties"].(map[string]any)
 		if !ok {
-			leaves = append(leaves, prefix)
+			// The "default" annotation sits next to a $ref, on the
+			// unresolved node.
+			_, def := node["default"]
+			sdk, _ := node["x-agentnode-sdk"].(string)
+			ks.leaves = append(ks.leaves, Key{Name: prefix, Default: def, SDK: sdk})
 			return
 		}
 		if prefix != "" {
-			sections = append(sections, prefix)
+			ks.sections = append(ks.sections, prefix)
 		}
 		for name, child := range props {
 			key := name
@@ -537,35 +477,41 @@ func leafKeys(st *schemaState) (leaves, sections []string) {
 		}
 	}
 	walk("", st.doc)
-	sort.Strings(leaves)
-	sort.Strings(sections)
-	return leaves, sections
-}
+	sort.Slice(ks.leaves, func(i, j int) bool { return ks.leaves[i].Name < ks.leaves[j].Name })
+	sort.Strings(ks.sections)
+	return ks, nil
+})
 
-// hasDefault reports whether the schema gives a leaf key a default. A leaf
-// without one (guard.max_permissions.network and the like) is optional:
-// absent means unset, setup never writes it, and List and Get report it as
-// null. The "default" annotation sits next to a $ref, on the unresolved
-// node.
-func hasDefault(st *schemaState, key string) bool {
-	node := st.doc
-	for _, p := range strings.Split(key, ".") {
-		props, _ := resolve(st, node)["properties"].(map[string]any)
-		next, ok := props[p].(map[string]any)
-		if !ok {
-			return false
-		}
-		node = next
+// Keys lists the keys of the schema whose values are not fixed-shape
+// objects (every scalar, array and map key), sorted by name, and the
+// fixed-shape sections (sandbox.limits), sorted: one walk of the schema,
+// for validation messages here and for the front end that lists and
+// edits the file.
+func Keys() (leaves []Key, sections []string, err error) {
+	ks, err := walkKeys()
+	if err != nil {
+		return nil, nil, reason.Wrap(reason.ConfigInvalid, err, "")
 	}
-	_, ok := node["default"]
-	return ok
+	return ks.leaves, ks.sections, nil
 }
 
-// suggest returns up to three known keys close to key: same last element,
-// or a small edit distance.
-func suggest(st *schemaState, key string) []string {
-	leaves, sections := leafKeys(st)
-	known := append(leaves, sections...)
+// Suggest returns up to three known keys close to key: same last
+// element, or a small edit distance.
+func Suggest(key string) []string {
+	ks, err := walkKeys()
+	if err != nil {
+		return nil
+	}
+	known := make([]string, 0, len(ks.leaves)+len(ks.sections))
+	for _, k := range ks.leaves {
+		known = append(known, k.Name)
+	}
+	known = append(known, ks.sections...)
+	return suggest(known, key)
+}
+
+// suggest returns up to three keys of known close to key.
+func suggest(known []string, key string) []string {
 	last := key[strings.LastIndex(key, ".")+1:]
 	type cand struct {
 		key  string

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/agentnode/agentnode/kernel/reason"
 )
 
 // The AgentNode SDK writes its own config.json (~/.agentnode/config.json,
@@ -90,88 +88,9 @@ func (o *ToolOverride) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// SDK key statuses (the schema's x-agentnode-sdk annotation).
-const (
-	SDKMapped      = "mapped"
-	SDKNotEnforced = "not_enforced"
-)
-
-// SDKKey is an AgentNode SDK key present in a config.
-type SDKKey struct {
-	Key    string `json:"key"`
-	Value  any    `json:"value"`
-	Status string `json:"status"` // SDKMapped or SDKNotEnforced
-	// Effect says what agentnode does with it.
-	Effect string `json:"effect"`
-}
-
-// SDKKeys lists the AgentNode SDK's own keys that c has, sorted by key.
-// The keys both share (trust.minimum_trust_level, guard.<action>,
-// agent_sandbox.enabled, audit.*) are agentnode's and not listed.
-func (c *Config) SDKKeys() ([]SDKKey, error) {
-	st, err := loadSchema()
-	if err != nil {
-		return nil, reason.Wrap(reason.ConfigInvalid, err, "")
-	}
-	doc, err := c.generic()
-	if err != nil {
-		return nil, err
-	}
-	leaves, _ := leafKeys(st)
-	var out []SDKKey
-	for _, k := range leaves {
-		status := sdkStatus(st, k)
-		if status == "" {
-			continue
-		}
-		v, ok := lookupPath(doc, strings.Split(k, "."))
-		if !ok {
-			continue
-		}
-		out = append(out, SDKKey{Key: k, Value: plain(v), Status: status, Effect: c.sdkEffect(k)})
-	}
-	return out, nil
-}
-
-// sdkStatus returns the x-agentnode-sdk annotation of a leaf key, or "".
-func sdkStatus(st *schemaState, key string) string {
-	node := st.doc
-	for _, p := range strings.Split(key, ".") {
-		props, _ := resolve(st, node)["properties"].(map[string]any)
-		next, ok := props[p].(map[string]any)
-		if !ok {
-			return ""
-		}
-		node = next
-	}
-	s, _ := node["x-agentnode-sdk"].(string)
-	return s
-}
-
-func (c *Config) sdkEffect(key string) string {
-	deny, prompt := c.SDKCeilings()
-	kind, _ := strings.CutPrefix(key, "permissions.")
-	switch key {
-	case "permissions.network", "permissions.filesystem", "permissions.code_execution":
-		switch {
-		case pickLevel(deny, kind) != "":
-			return "packages declaring " + kind + " above " + pickLevel(deny, kind) + " are denied (policy_denied)"
-		case pickLevel(prompt, kind) != "":
-			return "packages declaring " + kind + " above " + pickLevel(prompt, kind) + " are prompted for (denied when not interactive)"
-		}
-		return "no limit on " + kind
-	case "risk_policies.external_write_capable":
-		if v := c.RiskPolicies.ExternalWriteCapable; v != nil && (*v == Prompt || *v == Deny) {
-			return "guard.write_external is at least " + *v
-		}
-		return "no effect (log and allow change nothing)"
-	case "guard.agent_overrides":
-		return "for the tool calls these agents make, a prompt for a listed action type becomes allow (never a deny, critical risk or a permission ceiling; ignored in strict mode)"
-	}
-	return "accepted, not enforced by agentnode"
-}
-
-func pickLevel(p MaxPermissions, kind string) string {
+// Level is p's ceiling of kind ("network", "filesystem",
+// "code_execution"); "" when unset or an unknown kind.
+func (p MaxPermissions) Level(kind string) string {
 	switch kind {
 	case "network":
 		return p.Network
@@ -284,10 +203,10 @@ func (c *Config) CeilingSources() map[string]string {
 	out := map[string]string{}
 	for _, kind := range []string{"network", "filesystem", "code_execution"} {
 		var keys []string
-		if pickLevel(c.Guard.MaxPermissions, kind) != "" {
+		if c.Guard.MaxPermissions.Level(kind) != "" {
 			keys = append(keys, "guard.max_permissions")
 		}
-		if pickLevel(deny, kind) != "" {
+		if deny.Level(kind) != "" {
 			keys = append(keys, "permissions."+kind)
 		}
 		out[kind] = strings.Join(keys, ", ")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -37,7 +38,7 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 	t.Helper()
 	dir := t.TempDir()
 	path := home.ConfigPath(dir)
-	if _, _, err := config.Setup(path); err != nil {
+	if _, _, err := configedit.Setup(path); err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {
@@ -46,7 +47,7 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 			t.Fatal(err)
 		}
 		edit(c)
-		if err := config.Save(path, c); err != nil {
+		if err := configedit.Save(path, c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/executor/confine/confinetest"
 	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/audit"
-	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -49,7 +49,7 @@ permissions:
 func confineHome(t *testing.T, mode string) *Kernel {
 	t.Helper()
 	k := newHome(t)
-	if err := config.Set(home.ConfigPath(k.HomeDir), "sandbox.host_confinement", mode); err != nil {
+	if err := configedit.Set(home.ConfigPath(k.HomeDir), "sandbox.host_confinement", mode); err != nil {
 		t.Fatal(err)
 	}
 	src := t.TempDir()

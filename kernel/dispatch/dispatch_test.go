@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/audit"
-	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -22,7 +22,7 @@ import (
 func newHome(t *testing.T) *Kernel {
 	t.Helper()
 	dir := t.TempDir()
-	if _, _, err := config.Setup(home.ConfigPath(dir)); err != nil {
+	if _, _, err := configedit.Setup(home.ConfigPath(dir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(home.AuditDir(dir), 0o700); err != nil {

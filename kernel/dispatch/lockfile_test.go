@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/audit"
-	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/lock"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -48,7 +48,7 @@ func lockHome(t *testing.T, strict bool) (*Kernel, *store.Package, string) {
 	t.Helper()
 	k := newHome(t)
 	if strict {
-		if err := config.Set(home.ConfigPath(k.HomeDir), "lockfile.strict", "true"); err != nil {
+		if err := configedit.Set(home.ConfigPath(k.HomeDir), "lockfile.strict", "true"); err != nil {
 			t.Fatal(err)
 		}
 	}

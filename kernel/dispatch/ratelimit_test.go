@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/ratelimit"
@@ -45,7 +45,7 @@ func rateLimitPipeline(t *testing.T, k *Kernel, pkgType string) *int {
 
 func setConfig(t *testing.T, k *Kernel, key, value string) {
 	t.Helper()
-	if err := config.Set(home.ConfigPath(k.HomeDir), key, value); err != nil {
+	if err := configedit.Set(home.ConfigPath(k.HomeDir), key, value); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
-	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -149,7 +149,7 @@ func TestServeRefusesWithoutSetup(t *testing.T) {
 // same request id; the plugin host is then replaced for the next call.
 func TestServeDenyIsAuditedAndHostRetired(t *testing.T) {
 	h := t.TempDir()
-	if _, _, err := config.Setup(home.ConfigPath(h)); err != nil {
+	if _, _, err := configedit.Setup(home.ConfigPath(h)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(home.AuditDir(h), 0o700); err != nil {

@@ -1,4 +1,4 @@
-package config
+package configedit
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
@@ -71,7 +72,7 @@ func newKey(t *testing.T) string {
 
 func TestMissingConfigIsNotSetUp(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
-	_, errLoad := Load(path)
+	_, errLoad := config.Load(path)
 	_, errList := List(path)
 	_, errGet := Get(path, "trust.minimum_trust_level")
 	errSet := Set(path, "guard.strict", "true")
@@ -96,34 +97,38 @@ var optionalKeys = []string{"guard.max_permissions.code_execution", "guard.max_p
 	"sandbox.python_image", "sandbox.python_installer_image"}
 
 func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
-	d := Defaults()
-	if err := d.Validate(); err != nil {
+	d := config.Defaults()
+	if err := Validate(d); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	st, err := loadSchema()
+	schema, err := config.SchemaDocument()
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaves, _ := leafKeys(st)
+	leaves, _, err := config.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(leaves) < 34 {
 		t.Fatalf("only %d leaf keys: %v", len(leaves), leaves)
 	}
-	for _, key := range leaves {
+	for _, k := range leaves {
+		key := k.Name
 		// The "default" annotation sits next to a $ref, on the unresolved node.
-		var node any = st.doc
+		var node any = schema
 		for _, p := range strings.Split(key, ".") {
 			node = node.(map[string]any)["properties"].(map[string]any)[p]
 		}
 		want, ok := node.(map[string]any)["default"]
-		if ok != hasDefault(st, key) {
-			t.Errorf("%s: hasDefault = %v, schema says %v", key, !ok, ok)
+		if ok != k.Default {
+			t.Errorf("%s: Key.Default = %v, schema says %v", key, !ok, ok)
 		}
-		if contains(optionalKeys, key) || sdkStatus(st, key) != "" {
+		if contains(optionalKeys, key) || k.SDK != "" {
 			// No default: unset, and Get says so with nil.
 			if ok {
 				t.Errorf("%s: optional key has a schema default", key)
 			}
-			if got, err := d.Get(key); err != nil || got != nil {
+			if got, err := getKey(d, key); err != nil || got != nil {
 				t.Errorf("Get(%s) = %#v, %v; want nil (unset)", key, got, err)
 			}
 			continue
@@ -132,17 +137,17 @@ func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 			t.Errorf("%s: schema has no default", key)
 			continue
 		}
-		got, err := d.Get(key)
+		got, err := getKey(d, key)
 		if err != nil {
 			t.Fatalf("Get(%s): %v", key, err)
 		}
 		if !jsonEqual(t, got, plain(want)) {
-			t.Errorf("%s: Defaults() = %#v, schema default = %#v", key, got, want)
+			t.Errorf("%s: config.Defaults() = %#v, schema default = %#v", key, got, want)
 		}
 	}
-	for _, a := range Actions {
+	for _, a := range config.Actions {
 		v, ok := d.Guard.Decision(a)
-		got, _ := d.Get("guard." + a)
+		got, _ := getKey(d, "guard."+a)
 		if !ok || v != got {
 			t.Errorf("Guard.Decision(%s) = %q, %v; key says %v", a, v, ok, got)
 		}
@@ -150,11 +155,11 @@ func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 	if _, ok := d.Guard.Decision("bogus"); ok {
 		t.Error("Decision accepted an unknown action")
 	}
-	if d.Sandbox.Image != PlaceholderImage || d.Sandbox.HostTrustPolicy != HostCuratedOnly || d.Trust.MinimumTrustLevel != trust.LevelVerified ||
-		d.Sandbox.HostConfinement != HostConfinementRequired {
+	if d.Sandbox.Image != config.PlaceholderImage || d.Sandbox.HostTrustPolicy != config.HostCuratedOnly || d.Trust.MinimumTrustLevel != trust.LevelVerified ||
+		d.Sandbox.HostConfinement != config.HostConfinementRequired {
 		t.Errorf("insecure defaults: %+v", d)
 	}
-	if Defaults().Guard.ToolOverrides["x"] = (ToolOverride{Decision: Allow}); len(Defaults().Guard.ToolOverrides) != 0 {
+	if config.Defaults().Guard.ToolOverrides["x"] = (config.ToolOverride{Decision: config.Allow}); len(config.Defaults().Guard.ToolOverrides) != 0 {
 		t.Error("Defaults() shares maps between calls")
 	}
 }
@@ -185,11 +190,11 @@ func TestSetupCreatesSecureDefaults(t *testing.T) {
 	if di.Mode().Perm() != 0o700 {
 		t.Errorf("dir mode = %04o, want 0700", di.Mode().Perm())
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c, Defaults()) {
+	if !reflect.DeepEqual(c, config.Defaults()) {
 		t.Errorf("loaded %+v, want defaults", c)
 	}
 	// Every leaf key with a default is written out: the file setup writes
@@ -198,17 +203,19 @@ func TestSetupCreatesSecureDefaults(t *testing.T) {
 	if err := json.Unmarshal(readFile(t, path), &raw); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := loadSchema()
-	leaves, _ := leafKeys(st)
+	leaves, _, err := config.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range leaves {
-		_, ok := lookupPath(raw, strings.Split(k, "."))
-		if optional := contains(optionalKeys, k) || sdkStatus(st, k) != ""; !ok && !optional {
-			t.Errorf("setup did not write %s", k)
+		_, ok := config.LookupPath(raw, strings.Split(k.Name, "."))
+		if optional := contains(optionalKeys, k.Name) || k.SDK != ""; !ok && !optional {
+			t.Errorf("setup did not write %s", k.Name)
 		} else if ok && optional {
-			t.Errorf("setup wrote the optional key %s", k)
+			t.Errorf("setup wrote the optional key %s", k.Name)
 		}
 	}
-	if _, ok := lookupPath(raw, []string{"guard", "max_permissions"}); ok {
+	if _, ok := config.LookupPath(raw, []string{"guard", "max_permissions"}); ok {
 		t.Error("setup wrote guard.max_permissions")
 	}
 	assertNoTemps(t, path)
@@ -240,12 +247,12 @@ func TestSetupKeepsValuesAndAddsMissingKeys(t *testing.T) {
 			t.Errorf("added lists %s, which the file had", kept)
 		}
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Trust.MinimumTrustLevel != "trusted" || c.Sandbox.Backend != "podman" || c.Sandbox.Limits.CPUs != 2.5 ||
-		c.Guard.Delete != Deny || c.Guard.ToolOverrides["acme-pack/search"].Decision != Allow || !c.Lockfile.Strict {
+		c.Guard.Delete != config.Deny || c.Guard.ToolOverrides["acme-pack/search"].Decision != config.Allow || !c.Lockfile.Strict {
 		t.Errorf("setup rewrote an existing value: %+v", c)
 	}
 	if c.Sandbox.Limits.Pids != 256 || c.Audit.MaxFiles != 5 {
@@ -295,11 +302,11 @@ const sections = `"trust":{},"sandbox":{},"guard":{},"lockfile":{},"audit":{},"a
 func TestAbsentLeafKeysTakeDefaults(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
 	writeFile(t, path, "{"+sections+"}")
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c, Defaults()) {
+	if !reflect.DeepEqual(c, config.Defaults()) {
 		t.Errorf("got %+v, want defaults", c)
 	}
 }
@@ -360,7 +367,7 @@ func TestLoadRefusesInvalidFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
 			writeFile(t, path, tc.content)
-			_, err := Load(path)
+			_, err := config.Load(path)
 			if !errors.Is(err, reason.ErrConfigInvalid) || reason.CodeOf(err) != reason.ConfigInvalid {
 				t.Fatalf("err = %v, want config_invalid", err)
 			}
@@ -389,19 +396,19 @@ func TestLoadRefusesUnsafeFiles(t *testing.T) {
 	if err := os.Chmod(path, 0o620); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "writable by group or others") {
+	if _, err := config.Load(path); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "writable by group or others") {
 		t.Errorf("group-writable: err = %v", err)
 	}
 	if err := os.Chmod(path, 0o602); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); !errors.Is(err, reason.ErrConfigInvalid) {
+	if _, err := config.Load(path); !errors.Is(err, reason.ErrConfigInvalid) {
 		t.Errorf("world-writable: err = %v", err)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); err != nil {
+	if _, err := config.Load(path); err != nil {
 		t.Errorf("0644 should load: %v", err)
 	}
 
@@ -409,13 +416,13 @@ func TestLoadRefusesUnsafeFiles(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(dir); !errors.Is(err, reason.ErrConfigInvalid) {
+	if _, err := config.Load(dir); !errors.Is(err, reason.ErrConfigInvalid) {
 		t.Errorf("directory: err = %v", err)
 	}
 
 	big := filepath.Join(t.TempDir(), "config.json")
-	writeFile(t, big, "{"+sections+"}"+strings.Repeat(" ", MaxFileSize))
-	if _, err := Load(big); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "larger than") {
+	writeFile(t, big, "{"+sections+"}"+strings.Repeat(" ", config.MaxFileSize))
+	if _, err := config.Load(big); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("oversized: err = %v", err)
 	}
 }
@@ -467,11 +474,11 @@ func TestSetGetRoundTrip(t *testing.T) {
 		}
 	}
 	// The earlier keys kept their values; the whole override map holds both.
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Guard.ToolOverrides["acme-pack/search"].Decision != Allow || c.Guard.ToolOverrides["acme-pack/v1.delete"].Decision != Deny {
+	if c.Guard.ToolOverrides["acme-pack/search"].Decision != config.Allow || c.Guard.ToolOverrides["acme-pack/v1.delete"].Decision != config.Deny {
 		t.Errorf("tool_overrides = %v", c.Guard.ToolOverrides)
 	}
 	if c.Trust.MinimumTrustLevel != trust.LevelCurated || c.Sandbox.Limits.Pids != 64 || c.Guard.RateLimits["acme-pack"].Burst != 3 {
@@ -553,7 +560,7 @@ func TestSetRepairsAnInvalidValue(t *testing.T) {
 	if err := Set(path, "sandbox.host_trust_policy", "curated_only"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); err != nil {
+	if _, err := config.Load(path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -581,7 +588,7 @@ func TestSetFollowsSymlink(t *testing.T) {
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("symlink replaced: %v", err)
 	}
-	if c, err := Load(target); err != nil || !c.Guard.Strict {
+	if c, err := config.Load(target); err != nil || !c.Guard.Strict {
 		t.Fatalf("target not updated: %v", err)
 	}
 }
@@ -640,7 +647,7 @@ func TestAddTrustKey(t *testing.T) {
 	if !bytes.Equal(before, readFile(t, path)) {
 		t.Error("a refused or repeated AddTrustKey changed the file")
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,12 +666,14 @@ func TestListIsSortedAndComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := loadSchema()
-	leaves, _ := leafKeys(st)
+	leaves, _, err := config.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var own []string // without the AgentNode SDK's keys, which this file does not have
 	for _, k := range leaves {
-		if sdkStatus(st, k) == "" {
-			own = append(own, k)
+		if k.SDK == "" {
+			own = append(own, k.Name)
 		}
 	}
 	if len(kvs) != len(own) || len(own) == len(leaves) {
@@ -683,7 +692,7 @@ func TestListIsSortedAndComplete(t *testing.T) {
 		"guard.strict":              false,
 		"guard.inspectors":          []any{"builtin"},
 		"guard.tool_overrides":      map[string]any{},
-		"sandbox.image":             PlaceholderImage,
+		"sandbox.image":             config.PlaceholderImage,
 		"guard.unknown":             "prompt",
 	}
 	for k, v := range want {
@@ -695,21 +704,21 @@ func TestListIsSortedAndComplete(t *testing.T) {
 
 func TestSaveAndValidate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "config.json")
-	c := Defaults()
+	c := config.Defaults()
 	c.Guard.ToolOverrides = nil // nil counts as empty
-	c.Guard.Execute = Deny
+	c.Guard.Execute = config.Deny
 	if err := Save(path, c); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Load(path)
-	if err != nil || got.Guard.Execute != Deny {
+	got, err := config.Load(path)
+	if err != nil || got.Guard.Execute != config.Deny {
 		t.Fatalf("Load = %+v, %v", got, err)
 	}
 	c.Sandbox.HostTrustPolicy = "curated-only"
 	if err := Save(path, c); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "sandbox.host_trust_policy") {
 		t.Fatalf("Save invalid: err = %v", err)
 	}
-	if got, err := Load(path); err != nil || got.Sandbox.HostTrustPolicy != HostCuratedOnly {
+	if got, err := config.Load(path); err != nil || got.Sandbox.HostTrustPolicy != config.HostCuratedOnly {
 		t.Fatalf("invalid Save wrote: %+v, %v", got, err)
 	}
 }
@@ -717,16 +726,16 @@ func TestSaveAndValidate(t *testing.T) {
 func TestParseSize(t *testing.T) {
 	ok := map[string]int64{"512m": 512 << 20, "1g": 1 << 30, "64k": 64 << 10}
 	for s, want := range ok {
-		if got, err := ParseSize(s); err != nil || got != want {
+		if got, err := config.ParseSize(s); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v", s, got, err)
 		}
 	}
 	for _, s := range []string{"", "m", "0m", "012m", "-1m", "+1m", "1", "1t", "1M", "99999999999999999g"} {
-		if _, err := ParseSize(s); err == nil {
+		if _, err := config.ParseSize(s); err == nil {
 			t.Errorf("ParseSize(%q) accepted", s)
 		}
 	}
-	if n, err := Defaults().Sandbox.Limits.MemoryBytes(); err != nil || n != 512<<20 {
+	if n, err := config.Defaults().Sandbox.Limits.MemoryBytes(); err != nil || n != 512<<20 {
 		t.Errorf("MemoryBytes = %d, %v", n, err)
 	}
 }
@@ -770,7 +779,7 @@ func TestMaxPermissionsOptionalCeiling(t *testing.T) {
 	if err := json.Unmarshal(readFile(t, path), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := lookupPath(raw, []string{"guard", "max_permissions"}); !reflect.DeepEqual(got, map[string]any{"network": "none"}) {
+	if got, _ := config.LookupPath(raw, []string{"guard", "max_permissions"}); !reflect.DeepEqual(got, map[string]any{"network": "none"}) {
 		t.Errorf("file holds guard.max_permissions = %#v; only the key that was set belongs there", got)
 	}
 	// Setup keeps it and, with nothing else missing, does not touch the file.
@@ -788,11 +797,11 @@ func TestMaxPermissionsOptionalCeiling(t *testing.T) {
 	if err := Set(path, "guard.max_permissions.code_execution", "limited_subprocess"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := MaxPermissions{Network: "none", Filesystem: "workspace_read", CodeExecution: "limited_subprocess"}
+	want := config.MaxPermissions{Network: "none", Filesystem: "workspace_read", CodeExecution: "limited_subprocess"}
 	if c.Guard.MaxPermissions != want {
 		t.Errorf("MaxPermissions = %+v, want %+v", c.Guard.MaxPermissions, want)
 	}
@@ -801,13 +810,13 @@ func TestMaxPermissionsOptionalCeiling(t *testing.T) {
 	if err := Set(path, "guard.max_permissions", `{"network":"restricted"}`); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := Load(path); err != nil || c.Guard.MaxPermissions != (MaxPermissions{Network: "restricted"}) {
+	if c, err := config.Load(path); err != nil || c.Guard.MaxPermissions != (config.MaxPermissions{Network: "restricted"}) {
 		t.Fatalf("after section set: %+v, %v", c, err)
 	}
 	if err := Set(path, "guard.max_permissions", `{}`); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := Load(path); err != nil || c.Guard.MaxPermissions != (MaxPermissions{}) {
+	if c, err := config.Load(path); err != nil || c.Guard.MaxPermissions != (config.MaxPermissions{}) {
 		t.Fatalf("after {}: %+v, %v", c, err)
 	}
 	if strings.Contains(string(readFile(t, path)), "max_permissions") {
@@ -862,7 +871,7 @@ func TestMaxPermissionsInvalid(t *testing.T) {
 		i++
 		p := filepath.Join(dir, fmt.Sprintf("c%d.json", i))
 		writeFile(t, p, `{`+strings.Replace(sections, `"guard":{}`, `"guard":{`+guard+`}`, 1)+`}`)
-		_, err := Load(p)
+		_, err := config.Load(p)
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want config_invalid with %q", guard, err, want)
 		}
@@ -872,12 +881,8 @@ func TestMaxPermissionsInvalid(t *testing.T) {
 // TestMaxPermissionsLevelsMatchSchema keeps the exported level ladders and
 // the schema's enums the same, in order.
 func TestMaxPermissionsLevelsMatchSchema(t *testing.T) {
-	st, err := loadSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, levels := range map[string][]string{"network": NetworkLevels, "filesystem": FilesystemLevels, "code_execution": CodeExecutionLevels} {
-		sk, err := lookupKey(st, "guard.max_permissions."+key)
+	for key, levels := range map[string][]string{"network": config.NetworkLevels, "filesystem": config.FilesystemLevels, "code_execution": config.CodeExecutionLevels} {
+		sk, err := lookupKey("guard.max_permissions." + key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package config
+package configedit
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/trust"
 )
@@ -84,17 +85,17 @@ func writeSDK(t *testing.T, content string) string {
 }
 
 func TestSDKConfigLoads(t *testing.T) {
-	c, err := Load(writeSDK(t, sdkConfig))
+	c, err := config.Load(writeSDK(t, sdkConfig))
 	if err != nil {
 		t.Fatalf("SDK-written config: %v", err)
 	}
 	// Absent agentnode sections take the secure defaults.
-	d := Defaults()
+	d := config.Defaults()
 	if !reflect.DeepEqual(c.Sandbox, d.Sandbox) || c.Lockfile != d.Lockfile || c.Audit != d.Audit ||
 		!reflect.DeepEqual(c.LLM, d.LLM) || c.Guard.Strict || !reflect.DeepEqual(c.Guard.Inspectors, d.Guard.Inspectors) {
 		t.Errorf("missing sections did not take the defaults: %+v", c)
 	}
-	if c.AgentSandbox.Enabled || c.Trust.MinimumTrustLevel != trust.LevelVerified || c.Guard.Delete != Prompt || c.Guard.Read != Allow {
+	if c.AgentSandbox.Enabled || c.Trust.MinimumTrustLevel != trust.LevelVerified || c.Guard.Delete != config.Prompt || c.Guard.Read != config.Allow {
 		t.Errorf("shared keys misread: %+v", c)
 	}
 	if c.Version == nil || *c.Version != "1" || c.Permissions == nil || *c.Permissions.CodeExecution != "sandboxed" ||
@@ -102,55 +103,55 @@ func TestSDKConfigLoads(t *testing.T) {
 		t.Errorf("SDK keys not kept: %+v", c)
 	}
 
-	old, err := Load(writeSDK(t, sdkConfigOld))
+	old, err := config.Load(writeSDK(t, sdkConfigOld))
 	if err != nil {
 		t.Fatalf("older SDK config: %v", err)
 	}
 	if old.Trust.MinimumTrustLevel != trust.LevelTrusted || old.Trust.AllowUnverified == nil || *old.Trust.AllowUnverified ||
-		old.Guard.Unknown != Prompt || old.AgentSandbox.Enabled {
+		old.Guard.Unknown != config.Prompt || old.AgentSandbox.Enabled {
 		t.Errorf("older SDK config misread: %+v", old)
 	}
 }
 
 func TestSDKPermissionMapping(t *testing.T) {
-	c, err := Load(writeSDK(t, sdkConfig))
+	c, err := config.Load(writeSDK(t, sdkConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	deny, prompt := c.SDKCeilings()
-	if deny != (MaxPermissions{}) {
+	if deny != (config.MaxPermissions{}) {
 		t.Errorf("SDK defaults deny nothing, got ceiling %+v", deny)
 	}
-	if want := (MaxPermissions{Network: "restricted", Filesystem: "workspace_read", CodeExecution: "limited_subprocess"}); prompt != want {
+	if want := (config.MaxPermissions{Network: "restricted", Filesystem: "workspace_read", CodeExecution: "limited_subprocess"}); prompt != want {
 		t.Errorf("prompt ceiling = %+v, want %+v", prompt, want)
 	}
-	old, err := Load(writeSDK(t, sdkConfigOld))
+	old, err := config.Load(writeSDK(t, sdkConfigOld))
 	if err != nil {
 		t.Fatal(err)
 	}
 	deny, prompt = old.SDKCeilings()
-	if want := (MaxPermissions{Network: "none", Filesystem: "temp"}); deny != want {
+	if want := (config.MaxPermissions{Network: "none", Filesystem: "temp"}); deny != want {
 		t.Errorf("deny ceiling = %+v, want %+v", deny, want)
 	}
-	if want := (MaxPermissions{CodeExecution: "none"}); prompt != want {
+	if want := (config.MaxPermissions{CodeExecution: "none"}); prompt != want {
 		t.Errorf("prompt ceiling = %+v, want %+v", prompt, want)
 	}
 	// guard.max_permissions and permissions.* together: the lower wins.
-	old.Guard.MaxPermissions = MaxPermissions{Network: "restricted", Filesystem: "any", CodeExecution: "limited_subprocess"}
-	got := LowerCeiling(old.Guard.MaxPermissions, deny)
-	if want := (MaxPermissions{Network: "none", Filesystem: "temp", CodeExecution: "limited_subprocess"}); got != want {
+	old.Guard.MaxPermissions = config.MaxPermissions{Network: "restricted", Filesystem: "any", CodeExecution: "limited_subprocess"}
+	got := config.LowerCeiling(old.Guard.MaxPermissions, deny)
+	if want := (config.MaxPermissions{Network: "none", Filesystem: "temp", CodeExecution: "limited_subprocess"}); got != want {
 		t.Errorf("LowerCeiling = %+v, want %+v", got, want)
 	}
 	if src := old.CeilingSources(); src["network"] != "guard.max_permissions, permissions.network" || src["code_execution"] != "guard.max_permissions" {
 		t.Errorf("CeilingSources = %v", src)
 	}
 	// An agentnode config without the SDK's keys: no mapping at all.
-	if deny, prompt := Defaults().SDKCeilings(); deny != (MaxPermissions{}) || prompt != (MaxPermissions{}) {
+	if deny, prompt := config.Defaults().SDKCeilings(); deny != (config.MaxPermissions{}) || prompt != (config.MaxPermissions{}) {
 		t.Errorf("agentnode defaults map to %+v, %+v", deny, prompt)
 	}
 
-	for v, want := range map[string]string{"allow": "", "log": "", "prompt": Prompt, "deny": Deny} {
-		c, err := Load(writeSDK(t, strings.Replace(sdkConfig, `"external_write_capable": "log"`, `"external_write_capable": "`+v+`"`, 1)))
+	for v, want := range map[string]string{"allow": "", "log": "", "prompt": config.Prompt, "deny": config.Deny} {
+		c, err := config.Load(writeSDK(t, strings.Replace(sdkConfig, `"external_write_capable": "log"`, `"external_write_capable": "`+v+`"`, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +181,7 @@ func TestSDKConfigBadValuesFailClosed(t *testing.T) {
 		if doc == sdkConfig {
 			t.Fatalf("%s: replacement did not apply", tc.key)
 		}
-		_, err := Load(writeSDK(t, doc))
+		_, err := config.Load(writeSDK(t, doc))
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.key+":") {
 			t.Errorf("%s: err = %v; want config_invalid naming the key", tc.key, err)
 		}
@@ -188,7 +189,7 @@ func TestSDKConfigBadValuesFailClosed(t *testing.T) {
 	// Without "version" a file is not the SDK's: agentnode's sections are
 	// required again, so {} or a stray file is never taken for a config.
 	doc := strings.Replace(sdkConfig, `"version": "1",`, ``, 1)
-	if _, err := Load(writeSDK(t, doc)); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "llm: required key is missing") {
+	if _, err := config.Load(writeSDK(t, doc)); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "llm: required key is missing") {
 		t.Errorf("without version: %v", err)
 	}
 }
@@ -249,11 +250,11 @@ func TestSDKConfigSetupKeepsKeys(t *testing.T) {
 	if err := Set(path, "permissions.network", "deny"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.Permissions.Network != Deny || *c.CreatedAt != "2026-06-01T08:30:00.123456+00:00" || *c.RiskPolicies.ExternalWriteCapable != "log" {
+	if *c.Permissions.Network != config.Deny || *c.CreatedAt != "2026-06-01T08:30:00.123456+00:00" || *c.RiskPolicies.ExternalWriteCapable != "log" {
 		t.Errorf("after set: %+v", c)
 	}
 	if err := Set(path, "permissions.network", "maybe"); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "permissions.network") {
@@ -262,12 +263,12 @@ func TestSDKConfigSetupKeepsKeys(t *testing.T) {
 }
 
 func TestSDKKeysReport(t *testing.T) {
-	c, err := Load(writeSDK(t, strings.Replace(sdkConfig, `"unknown": "prompt"`,
+	c, err := config.Load(writeSDK(t, strings.Replace(sdkConfig, `"unknown": "prompt"`,
 		`"unknown": "prompt", "agent_overrides": {"research-agent": {"pre_approved_actions": ["read", "network_egress"]}}`, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := c.SDKKeys()
+	keys, err := SDKKeys(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,14 +277,14 @@ func TestSDKKeysReport(t *testing.T) {
 		got[k.Key] = k
 	}
 	for key, status := range map[string]string{
-		"permissions.network":                     SDKMapped,
-		"permissions.code_execution":              SDKMapped,
-		"risk_policies.external_write_capable":    SDKMapped,
-		"auto_upgrade_policy":                     SDKNotEnforced,
-		"install_confirmation":                    SDKNotEnforced,
-		"credentials.require_before_auto_install": SDKNotEnforced,
-		"guard.agent_overrides":                   SDKMapped,
-		"version":                                 SDKNotEnforced,
+		"permissions.network":                     config.SDKMapped,
+		"permissions.code_execution":              config.SDKMapped,
+		"risk_policies.external_write_capable":    config.SDKMapped,
+		"auto_upgrade_policy":                     config.SDKNotEnforced,
+		"install_confirmation":                    config.SDKNotEnforced,
+		"credentials.require_before_auto_install": config.SDKNotEnforced,
+		"guard.agent_overrides":                   config.SDKMapped,
+		"version":                                 config.SDKNotEnforced,
 	} {
 		if got[key].Status != status || got[key].Effect == "" {
 			t.Errorf("%s: %+v, want status %s", key, got[key], status)
@@ -298,7 +299,7 @@ func TestSDKKeysReport(t *testing.T) {
 		}
 	}
 	// An agentnode config has none.
-	if keys, err := Defaults().SDKKeys(); err != nil || len(keys) != 0 {
+	if keys, err := SDKKeys(config.Defaults()); err != nil || len(keys) != 0 {
 		t.Errorf("Defaults().SDKKeys() = %v, %v", keys, err)
 	}
 }
@@ -319,13 +320,13 @@ func TestSDKToolOverrideForms(t *testing.T) {
       "acme-pack/search": "prompt",
       "acme-pack/noop": {}
     }`))
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatalf("both forms: %v", err)
 	}
-	want := map[string]ToolOverride{
-		"acme-pack/purge_cache": {Actions: map[string]string{"delete": Allow, "network_egress": Deny}},
-		"acme-pack/search":      {Decision: Prompt},
+	want := map[string]config.ToolOverride{
+		"acme-pack/purge_cache": {Actions: map[string]string{"delete": config.Allow, "network_egress": config.Deny}},
+		"acme-pack/search":      {Decision: config.Prompt},
 		"acme-pack/noop":        {Actions: map[string]string{}},
 	}
 	if !reflect.DeepEqual(c.Guard.ToolOverrides, want) {
@@ -335,7 +336,7 @@ func TestSDKToolOverrideForms(t *testing.T) {
 	if _, _, err := Setup(path); err != nil {
 		t.Fatal(err)
 	}
-	again, err := Load(path)
+	again, err := config.Load(path)
 	if err != nil || !reflect.DeepEqual(again.Guard.ToolOverrides, want) {
 		t.Errorf("after setup: %+v, %v", again.Guard.ToolOverrides, err)
 	}
@@ -369,7 +370,7 @@ func TestSDKToolOverrideRefusals(t *testing.T) {
 		{`"tool_overrides": {"acme-pack/x": ["deny"]}`, "guard.tool_overrides.acme-pack/x: must be string or object, not array"},
 		{`"tool_overrides": {"acme-pack/x": 2}`, "guard.tool_overrides.acme-pack/x: must be string or object, not number"},
 	} {
-		_, err := Load(writeSDK(t, sdkGuard(t, tc.members)))
+		_, err := config.Load(writeSDK(t, sdkGuard(t, tc.members)))
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v; want config_invalid with %q", tc.members, err, tc.want)
 		}
@@ -383,7 +384,7 @@ func TestSDKRateLimitForms(t *testing.T) {
       "own-pack": {"per_minute": 7, "per_hour": 70, "burst": 3},
       "empty-pack": {}
     }`))
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatalf("both forms: %v", err)
 	}
@@ -426,7 +427,7 @@ func TestSDKRateLimitRefusals(t *testing.T) {
 		{`"rate_limits": {"a-pack": {"per_minute": 5, "calls_per_hour": 50}}`, "guard.rate_limits.a-pack.per_hour: required key is missing"},
 		{`"rate_limits": {"a-pack": {"per_minute": 5, "per_hour": 50, "burst": 1, "burst_size": 2}}`, "guard.rate_limits.a-pack: mixes"},
 	} {
-		_, err := Load(writeSDK(t, sdkGuard(t, tc.members)))
+		_, err := config.Load(writeSDK(t, sdkGuard(t, tc.members)))
 		if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v; want config_invalid with %q", tc.members, err, tc.want)
 		}
@@ -434,7 +435,7 @@ func TestSDKRateLimitRefusals(t *testing.T) {
 }
 
 func TestSDKAgentOverrides(t *testing.T) {
-	c, err := Load(writeSDK(t, sdkGuard(t, `"agent_overrides": {"research-agent": {"pre_approved_actions": ["read", "delete"]}, "idle-agent": {}}`)))
+	c, err := config.Load(writeSDK(t, sdkGuard(t, `"agent_overrides": {"research-agent": {"pre_approved_actions": ["read", "delete"]}, "idle-agent": {}}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestSDKAgentOverrides(t *testing.T) {
 		`"agent_overrides": {"research-agent": {"pre_approved_actions": ["reads"]}}`,
 		`"agent_overrides": {"research-agent": {"pre_approved": ["read"]}}`,
 	} {
-		if _, err := Load(writeSDK(t, sdkGuard(t, members))); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "guard.agent_overrides.research-agent") {
+		if _, err := config.Load(writeSDK(t, sdkGuard(t, members))); !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "guard.agent_overrides.research-agent") {
 			t.Errorf("%s: err = %v", members, err)
 		}
 	}
