@@ -11,7 +11,7 @@
 // Tail reads the newest records.
 //
 // With Options.Anchor the head of the chain is also sealed outside the log
-// (anchor.go: HMAC under the lockfile seal key, lock.MAC), written in place
+// (anchor.go: HMAC under the lockfile seal key, lockfile.MAC), written in place
 // into one of two slots as an intent before each record and into the other
 // as a commit after it, and VerifyAnchored
 // checks the log against it and against a witness in the OS keychain, so

@@ -1,4 +1,4 @@
-// Package lock reads, verifies and writes agentnode.lock, the
+// Package lockfile reads, verifies and writes agentnode.lock, the
 // AgentNode-compatible lockfile (specs/lockfile.md).
 //
 // A lockfile is parsed into an ordered tree of JSON values (Value) that keeps
@@ -30,4 +30,4 @@
 // 101-106 ms and 569,000 allocations (2 cores; every run parses the
 // lockfile). FuzzParseValue, in the fuzz loop of test/run.sh, holds it to
 // the reference: on any input both accept with equal trees or both refuse.
-package lock
+package lockfile

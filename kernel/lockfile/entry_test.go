@@ -1,8 +1,8 @@
-package lock
+package lockfile
 
 // The seal key tests use a real OS keychain: run them with
 //
-//	AGENTNODE_REQUIRE_KEYRING=1 test/keyring.sh go test ./kernel/lock/
+//	AGENTNODE_REQUIRE_KEYRING=1 test/keyring.sh go test ./kernel/lockfile/
 //
 // Without one they skip, unless AGENTNODE_REQUIRE_KEYRING=1.
 
