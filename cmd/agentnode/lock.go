@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -168,7 +169,7 @@ func newLockSealCmd() *cobra.Command {
 			}
 			d.Root.Delete(lockfile.FieldSeal)
 			d.Seal(key)
-			if err := lockfile.WriteFile(path, d); err != nil {
+			if err := lockedit.WriteFile(path, d); err != nil {
 				return fail(cmd, jsonOut, reason.New(reason.LockfileError, "%w", err))
 			}
 			res := sealOutput{Path: path, Packages: len(d.Packages().Obj), KeyID: lockfile.KeyID(key), Forced: force}
@@ -227,12 +228,12 @@ func prepareSeal(d *lockfile.Document, path string, force bool) error {
 // lockfileUpdater returns the Updater install and remove use for the
 // lockfile, after checking — before anything changes — that it can be
 // updated: it parses, verifies, and if sealed its seal key can be read.
-func lockfileUpdater() (*lockfile.Updater, error) {
+func lockfileUpdater() (*lockedit.Updater, error) {
 	dir, err := home.Dir()
 	if err != nil {
 		return nil, err
 	}
-	u := &lockfile.Updater{
+	u := &lockedit.Updater{
 		Path:     home.LockfilePath(),
 		LockPath: filepath.Join(home.StateDir(dir), "lockfile.lock"),
 		Key:      lockfile.LoadKey,
@@ -248,8 +249,8 @@ func lockfileUpdater() (*lockfile.Updater, error) {
 // nothing installed. Install claims nothing about trust: trust_level is
 // left out (trust is decided at run time by the trust plugin; a
 // trust_level in the lockfile can only lower it).
-func lockfileInstall(u *lockfile.Updater, p *store.Package) error {
-	e, err := lockfile.EntryFor(p, lockfile.EntryInfo{Source: lockfile.SourceLocal})
+func lockfileInstall(u *lockedit.Updater, p *store.Package) error {
+	e, err := lockedit.EntryFor(p, lockedit.EntryInfo{Source: lockedit.SourceLocal})
 	if err != nil {
 		return reason.New(reason.LockfileError, "%s not installed: its lockfile entry could not be built: %w", p.ID, err)
 	}
@@ -260,7 +261,7 @@ func lockfileInstall(u *lockfile.Updater, p *store.Package) error {
 }
 
 // lockfileRemove drops the entry of id.
-func lockfileRemove(u *lockfile.Updater, id string) error {
+func lockfileRemove(u *lockedit.Updater, id string) error {
 	if err := u.Remove(id); err != nil {
 		return reason.New(reason.LockfileError, "removed %s, but the lockfile was not updated: %w", id, err)
 	}

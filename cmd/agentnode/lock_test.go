@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
 	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -124,7 +125,7 @@ func TestLockVerifyMismatchReadOnly(t *testing.T) {
 	}
 	d, _ := lockfile.Load(path)
 	d.Entry("one-tools").Set("runtime", lockfile.Str("python"))
-	if err := lockfile.WriteFile(path, d); err != nil {
+	if err := lockedit.WriteFile(path, d); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(path)

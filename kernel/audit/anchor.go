@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/lockfile"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // The anchor: the head of the chain (seq and hash of the newest record),
@@ -326,7 +327,7 @@ func readAnchor(path string) (*anchorState, error) {
 
 // writeAnchorFile creates (or replaces) the anchor file at once with the
 // two slots, each sealed under key (nil: unsealed): a temporary file,
-// fsync, rename, fsync of the directory. It is how an anchor is created,
+// fsync, rename, fsync of the directory (sdk/atomicfile). It is how an anchor is created,
 // sealed for the first time, and re-anchored; appends write one slot in
 // place (writeSlot).
 func writeAnchorFile(path string, key []byte, s0, s1 *anchorBody) error {
@@ -338,7 +339,7 @@ func writeAnchorFile(path string, key []byte, s0, s1 *anchorBody) error {
 	if err != nil {
 		return err
 	}
-	return lockfile.WriteFileAtomic(path, append(d0, d1...), 0o600)
+	return atomicfile.WriteFile(path, append(d0, d1...), 0o600)
 }
 
 // beforeSlotWrite is a no-op; the crash tests replace it, in a child

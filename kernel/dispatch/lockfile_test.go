@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -79,17 +80,17 @@ func lockHome(t *testing.T, strict bool) (*Kernel, *store.Package, string) {
 // are computed unless late, in which case it runs after (tampering).
 func writeLock(t *testing.T, path string, p *store.Package, level string, sealed bool, mutate func(d *lockfile.Document), late bool) {
 	t.Helper()
-	if err := (&lockfile.Updater{Path: path}).Put("other-pack", lockfile.Obj(
+	if err := (&lockedit.Updater{Path: path}).Put("other-pack", lockfile.Obj(
 		lockfile.Member{Key: "version", Value: lockfile.Str("1.0.0")},
 		lockfile.Member{Key: "artifact_hash", Value: lockfile.Str("sha256:" + strings.Repeat("ab", 32))},
 	)); err != nil {
 		t.Fatal(err)
 	}
-	e, err := lockfile.EntryFor(p, lockfile.EntryInfo{TrustLevel: level, Source: lockfile.SourceLocal})
+	e, err := lockedit.EntryFor(p, lockedit.EntryInfo{TrustLevel: level, Source: lockedit.SourceLocal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&lockfile.Updater{Path: path}).Put(p.ID, e); err != nil {
+	if err := (&lockedit.Updater{Path: path}).Put(p.ID, e); err != nil {
 		t.Fatal(err)
 	}
 	d, err := lockfile.Load(path)
@@ -109,7 +110,7 @@ func writeLock(t *testing.T, path string, p *store.Package, level string, sealed
 	if mutate != nil && late {
 		mutate(d)
 	}
-	if err := lockfile.WriteFile(path, d); err != nil {
+	if err := lockedit.WriteFile(path, d); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,81 +1,14 @@
 package lockfile
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// sdkLockfile is an agentnode.lock as the AgentNode SDK writes it
-// (json.dumps indent=2): an entry with the flat permissions of its install
-// metadata and the SDK's other fields (capability_ids, prompts, resources,
-// connector, agent, install_mode, _integrity over its canonical fields),
-// and an entry agentnode wrote before, with the manifest's nested form.
-const sdkLockfile = `{
-  "lockfile_version": "0.1",
-  "updated_at": "2026-06-03T12:00:00.000001+00:00",
-  "packages": {
-    "word-counter-pack": {
-      "version": "1.2.0",
-      "package_type": "toolpack",
-      "runtime": "python",
-      "entrypoint": "word_counter_pack.tool",
-      "capability_ids": [
-        "text_analysis"
-      ],
-      "tools": [
-        {
-          "name": "count_words",
-          "entrypoint": "word_counter_pack.tool:count_words"
-        }
-      ],
-      "artifact_hash": "sha256:4f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",
-      "installed_at": "2026-06-03T12:00:00.000001+00:00",
-      "source": "sdk",
-      "trust_level": "verified",
-      "permissions": {
-        "network_level": "none",
-        "filesystem_level": "none",
-        "code_execution_level": "none",
-        "data_access_level": "input_only",
-        "user_approval_level": "never"
-      },
-      "prompts": [],
-      "resources": [],
-      "connector": null,
-      "agent": null,
-      "install_mode": "package"
-    },
-    "web-fetch-pack": {
-      "version": "0.3.0",
-      "package_type": "toolpack",
-      "runtime": "exec",
-      "entrypoint": "bin/fetch",
-      "artifact_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000002",
-      "permissions": {
-        "network": {
-          "level": "restricted",
-          "allowed_domains": [
-            "example.org"
-          ]
-        },
-        "filesystem": {
-          "level": "temp"
-        },
-        "code_execution": {
-          "level": "none"
-        }
-      },
-      "source": "local"
-    }
-  }
-}
-`
-
 func TestEntryPermissionsBothShapes(t *testing.T) {
-	d, err := Parse([]byte(sdkLockfile))
+	d, err := Parse(sdkLockfile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,68 +59,16 @@ func TestEntryPermissionsBothShapes(t *testing.T) {
 	}
 }
 
-// TestUpdateKeepsSDKEntries: agentnode's install into a lockfile the SDK
-// wrote keeps every other entry, the SDK's fields and numbers included,
-// byte for byte, writes its own entry flat, and the seal covers it all.
-func TestUpdateKeepsSDKEntries(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agentnode.lock")
-	// The SDK's lockfile as it is, given _integrity, structure_digest and
-	// the seal (what lock seal --force does).
-	d, err := Parse([]byte(sdkLockfile))
+// sdkLockfile is testdata/sdk.lock, an agentnode.lock as the AgentNode SDK writes it
+// (json.dumps indent=2): an entry with the flat permissions of its install
+// metadata and the SDK's other fields (capability_ids, prompts, resources,
+// connector, agent, install_mode, _integrity over its canonical fields),
+// and an entry agentnode wrote before, with the manifest's nested form.
+func sdkLockfile(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "sdk.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range d.Packages().Obj {
-		m.Value.Set(FieldIntegrity, Integrity(m.Value))
-	}
-	d.Root.Set("structure_digest", StructureDigest(d))
-	d.Seal(vectorKey())
-	if err := os.WriteFile(path, d.Marshal(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	before := Indented(d.Entry("word-counter-pack"))
-	p := installDemo(t)
-	e, err := EntryFor(p, EntryInfo{Source: SourceLocal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&Updater{Path: path, LockPath: filepath.Join(dir, "l.lock"), Key: keyOf(vectorKey())}).Put(p.ID, e); err != nil {
-		t.Fatal(err)
-	}
-	d, err = Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := Indented(d.Entry("word-counter-pack")); !bytes.Equal([]byte(got), []byte(before)) {
-		t.Errorf("SDK entry changed:\n%s\nwas\n%s", got, before)
-	}
-	if _, shape, _, err := EntryPermissions(d.Entry(p.ID)); err != nil || shape != ShapeFlat {
-		t.Errorf("new entry: %s, %v", shape, err)
-	}
-	r := d.Verify(keyOf(vectorKey()))
-	if r.Seal.Status != Verified || r.Structure.Status != Verified {
-		t.Fatalf("seal %s, structure %s", r.Seal.Status, r.Structure.Status)
-	}
-	for _, slug := range []string{"word-counter-pack", "web-fetch-pack", p.ID} {
-		if entryStatus(r, slug) != Verified {
-			t.Errorf("%s: %s", slug, entryStatus(r, slug))
-		}
-	}
-	// Changing a flat level breaks the entry's _integrity and the seal.
-	data, _ := os.ReadFile(path)
-	tampered := bytes.Replace(data, []byte(`"network_level": "none",
-        "filesystem_level": "none"`), []byte(`"network_level": "unrestricted",
-        "filesystem_level": "none"`), 1)
-	if bytes.Equal(tampered, data) {
-		t.Fatal("no flat permissions to tamper with")
-	}
-	d, err = Parse(tampered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = d.Verify(keyOf(vectorKey()))
-	if r.Seal.Status != Mismatch || r.Counts()[Mismatch] != 1 {
-		t.Errorf("tampered: seal %s, %v", r.Seal.Status, r.Counts())
-	}
+	return data
 }
