@@ -30,9 +30,10 @@
 // faster: BenchmarkScanCanonical 430-920 ns and no allocation per typical
 // record, against BenchmarkParseSlow 73-75 µs and 261 allocations (2
 // cores), which is what keeps Verify of a large log fast (BenchmarkVerify).
-// FuzzScanCanonical, in the fuzz loop of test/run.sh, holds it to the
-// reference: whatever the scanner accepts, the schema accepts and
-// encoding/json decodes to the same seq, prev and hash.
+// FuzzScanCanonical, in the fuzz loop of test/run.sh (make test, CI),
+// holds it to the reference: whatever the scanner accepts, parseSlow
+// accepts with the same chain fields (seq, prev, hash, event, request id,
+// decision); what it refuses, parseSlow decides.
 package audit
 
 import (
