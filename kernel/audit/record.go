@@ -18,6 +18,16 @@
 // truncation, re-chaining, forged appends, an emptied or deleted log and
 // rollbacks older than the last verify are detected too.
 //
+// It is in the trusted core because no run happens without an append
+// (kernel/dispatch), and each append checks the log's end against its
+// sealed anchor, recovers a torn last line and moves the anchor on. Verify,
+// VerifyAnchored, Reanchor and Tail serve the front end (`agentnode audit`,
+// cmd/agentnode/audit.go, which formats and prints), but they stay
+// here: they are the reading side of the same chain and anchor (the line
+// scanner, the schema, the hash rule, the read lock, the rotated files, the
+// anchor's slots and its keychain witness), which would otherwise have to
+// be exported or written twice.
+//
 // The Record type has no field for tool inputs or outputs, secrets or lockfile
 // contents, so they cannot end up in the log. Every failure to open, write or
 // sync the log wraps reason.ErrAuditUnavailable: if the audit cannot be
