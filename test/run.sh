@@ -23,7 +23,7 @@ go test -race -count=1 -tags 'seccomp egresstest' ./plugins/egress/... # test-on
 # (lock's scanner, the audit line scanner, the JSON string escaper).
 for target in \
   ./kernel/bounded:FuzzYAML ./kernel/bounded:FuzzJSONDepth \
-  ./kernel/manifest:FuzzParse ./kernel/config:FuzzLoad ./kernel/lock:FuzzParseValue \
+  ./kernel/manifest:FuzzParse ./kernel/config:FuzzLoad ./kernel/lockfile:FuzzParseValue \
   ./kernel/audit:FuzzScanCanonical ./kernel/jsonstr:FuzzAppend \
   ./kernel/toolio:FuzzCheckInput ./kernel/toolio:FuzzMessage ./kernel/toolio:FuzzDecodeResponse; do
   go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-10000x}" "${target%%:*}"

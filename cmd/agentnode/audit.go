@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/termsafe"
 )
@@ -154,7 +154,7 @@ See specs/audit.md.`,
 			// The keychain itself, not the kernel keyring's cache: verify
 			// says what the keychain's key makes of the anchor (and
 			// refreshes the cache).
-			a, err := auditAnchor(func(string) ([]byte, error) { return lock.LoadKey() })
+			a, err := auditAnchor(func(string) ([]byte, error) { return lockfile.LoadKey() })
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}

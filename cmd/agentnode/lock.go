@@ -10,8 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 )
@@ -39,7 +40,7 @@ type verifyOutput struct {
 	Error    string   `json:"error,omitempty"`
 	Problems []string `json:"problems"`
 	Warnings []string `json:"warnings"`
-	*lock.Report
+	*lockfile.Report
 }
 
 func newLockVerifyCmd() *cobra.Command {
@@ -54,7 +55,7 @@ func newLockVerifyCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := verifyOutput{Path: home.LockfilePath(), Strict: strict, Problems: []string{}, Warnings: []string{}}
-			d, err := lock.Load(out.Path)
+			d, err := lockfile.Load(out.Path)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				msg := "no lockfile at " + out.Path
@@ -69,7 +70,7 @@ func newLockVerifyCmd() *cobra.Command {
 				out.Problems = append(out.Problems, err.Error())
 			default:
 				out.Exists = true
-				out.Report = d.Verify(lock.LoadKey)
+				out.Report = d.Verify(lockfile.LoadKey)
 				out.Problems, out.Warnings = out.Report.Problems(strict)
 				out.Problems = nonNil(out.Problems)
 				out.Warnings = nonNil(out.Warnings)
@@ -145,14 +146,14 @@ func newLockSealCmd() *cobra.Command {
 		Use:   "seal",
 		Short: "Add or renew the lockfile's keyed seal (key in the OS keychain)",
 		Long: "seal computes an HMAC-SHA256 over the whole lockfile (trust_level and every other field included)\n" +
-			"with a 32-byte key kept in the OS keychain (service " + lock.KeychainService + ", created on first use)\n" +
+			"with a 32-byte key kept in the OS keychain (service " + lockfile.KeychainService + ", created on first use)\n" +
 			"and stores it as _agentnode_seal. Without --force it refuses unless every entry's _integrity and the\n" +
 			"structure_digest verify (a missing structure_digest is computed) and an existing seal verifies.\n" +
 			"--force accepts the file as it is: it recomputes every _integrity and the structure_digest, then seals.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := home.LockfilePath()
-			d, err := lock.Load(path)
+			d, err := lockfile.Load(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				return fail(cmd, jsonOut, reason.New(reason.LockfileError, "no lockfile at %s: install a package first", path))
 			}
@@ -162,16 +163,16 @@ func newLockSealCmd() *cobra.Command {
 			if err := prepareSeal(d, path, force); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			key, err := lock.LoadOrCreateKey()
+			key, err := lockfile.LoadOrCreateKey()
 			if err != nil {
 				return fail(cmd, jsonOut, keychainFailure(err))
 			}
-			d.Root.Delete(lock.FieldSeal)
+			d.Root.Delete(lockfile.FieldSeal)
 			d.Seal(key)
-			if err := lock.WriteFile(path, d); err != nil {
+			if err := lockedit.WriteFile(path, d); err != nil {
 				return fail(cmd, jsonOut, reason.New(reason.LockfileError, "%w", err))
 			}
-			res := sealOutput{Path: path, Packages: len(d.Packages().Obj), KeyID: lock.KeyID(key), Forced: force}
+			res := sealOutput{Path: path, Packages: len(d.Packages().Obj), KeyID: lockfile.KeyID(key), Forced: force}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -187,30 +188,30 @@ func newLockSealCmd() *cobra.Command {
 // prepareSeal checks d can be sealed and brings its digests up to date:
 // with force every _integrity and the structure_digest are recomputed;
 // without, everything must verify (a missing structure_digest is computed).
-func prepareSeal(d *lock.Document, path string, force bool) error {
-	if v := d.Root.Get(lock.FieldLockfileVersion).Str; v != lock.Version {
-		return reason.New(reason.LockfileError, "lockfile %s: lockfile_version is not %q: agentnode cannot seal it", path, lock.Version)
+func prepareSeal(d *lockfile.Document, path string, force bool) error {
+	if v := d.Root.Get(lockfile.FieldLockfileVersion).Str; v != lockfile.Version {
+		return reason.New(reason.LockfileError, "lockfile %s: lockfile_version is not %q: agentnode cannot seal it", path, lockfile.Version)
 	}
 	if force {
 		for _, m := range d.Packages().Obj {
-			m.Value.Delete(lock.FieldIntegrity)
-			m.Value.Set(lock.FieldIntegrity, lock.Integrity(m.Value))
+			m.Value.Delete(lockfile.FieldIntegrity)
+			m.Value.Set(lockfile.FieldIntegrity, lockfile.Integrity(m.Value))
 		}
-		d.Root.Set(lock.FieldUpdatedAt, lock.Str(time.Now().UTC().Format(time.RFC3339)))
-		d.Root.Set(lock.FieldStructureDigest, lock.StructureDigest(d))
+		d.Root.Set(lockfile.FieldUpdatedAt, lockfile.Str(time.Now().UTC().Format(time.RFC3339)))
+		d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
 		return nil
 	}
-	r := d.Verify(lock.LoadKey)
+	r := d.Verify(lockfile.LoadKey)
 	var problems []string
 	for _, e := range r.Entries {
-		if e.Status != lock.Verified {
+		if e.Status != lockfile.Verified {
 			problems = append(problems, fmt.Sprintf("package %s: %s (%s)", e.Slug, e.Status, e.Detail))
 		}
 	}
-	if s := r.Structure.Status; s != lock.Verified && s != lock.Missing {
+	if s := r.Structure.Status; s != lockfile.Verified && s != lockfile.Missing {
 		problems = append(problems, fmt.Sprintf("structure_digest: %s (%s)", s, r.Structure.Detail))
 	}
-	if s := r.Seal.Status; s != lock.Verified && s != lock.Missing {
+	if s := r.Seal.Status; s != lockfile.Verified && s != lockfile.Missing {
 		problems = append(problems, fmt.Sprintf("seal: %s (%s)", s, r.Seal.Detail))
 	}
 	if len(problems) > 0 {
@@ -218,8 +219,8 @@ func prepareSeal(d *lock.Document, path string, force bool) error {
 			"lockfile %s was not sealed: %s; review it, then `agentnode lock seal --force` accepts it as it is",
 			path, strings.Join(problems, "; "))}
 	}
-	if r.Structure.Status == lock.Missing {
-		d.Root.Set(lock.FieldStructureDigest, lock.StructureDigest(d))
+	if r.Structure.Status == lockfile.Missing {
+		d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
 	}
 	return nil
 }
@@ -227,15 +228,15 @@ func prepareSeal(d *lock.Document, path string, force bool) error {
 // lockfileUpdater returns the Updater install and remove use for the
 // lockfile, after checking — before anything changes — that it can be
 // updated: it parses, verifies, and if sealed its seal key can be read.
-func lockfileUpdater() (*lock.Updater, error) {
+func lockfileUpdater() (*lockedit.Updater, error) {
 	dir, err := home.Dir()
 	if err != nil {
 		return nil, err
 	}
-	u := &lock.Updater{
+	u := &lockedit.Updater{
 		Path:     home.LockfilePath(),
 		LockPath: filepath.Join(home.StateDir(dir), "lockfile.lock"),
-		Key:      lock.LoadKey,
+		Key:      lockfile.LoadKey,
 	}
 	if err := u.Check(""); err != nil {
 		return nil, err
@@ -248,8 +249,8 @@ func lockfileUpdater() (*lock.Updater, error) {
 // nothing installed. Install claims nothing about trust: trust_level is
 // left out (trust is decided at run time by the trust plugin; a
 // trust_level in the lockfile can only lower it).
-func lockfileInstall(u *lock.Updater, p *store.Package) error {
-	e, err := lock.EntryFor(p, lock.EntryInfo{Source: lock.SourceLocal})
+func lockfileInstall(u *lockedit.Updater, p *store.Package) error {
+	e, err := lockedit.EntryFor(p, lockedit.EntryInfo{Source: lockedit.SourceLocal})
 	if err != nil {
 		return reason.New(reason.LockfileError, "%s not installed: its lockfile entry could not be built: %w", p.ID, err)
 	}
@@ -260,7 +261,7 @@ func lockfileInstall(u *lock.Updater, p *store.Package) error {
 }
 
 // lockfileRemove drops the entry of id.
-func lockfileRemove(u *lock.Updater, id string) error {
+func lockfileRemove(u *lockedit.Updater, id string) error {
 	if err := u.Remove(id); err != nil {
 		return reason.New(reason.LockfileError, "removed %s, but the lockfile was not updated: %w", id, err)
 	}

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -74,16 +75,16 @@ func TestLockInstallVerifyRemove(t *testing.T) {
 			t.Fatalf("install %s: exit %d %s %s", p.id, code, out, errOut)
 		}
 	}
-	d, err := lock.Load(path)
+	d, err := lockfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e := d.Entry("two-tools"); e == nil || e.Get("version").Str != "2.1.0" || e.Get("trust_level") != nil {
-		t.Fatalf("entry %s", lock.Indented(d.Packages()))
+		t.Fatalf("entry %s", lockfile.Indented(d.Packages()))
 	}
 	before, _ := os.ReadFile(path)
 	code, v := verifyJSON(t)
-	if code != 0 || !v.OK || len(v.Entries) != 2 || v.Structure.Status != lock.Verified || v.Seal.Status != lock.Missing {
+	if code != 0 || !v.OK || len(v.Entries) != 2 || v.Structure.Status != lockfile.Verified || v.Seal.Status != lockfile.Missing {
 		t.Fatalf("verify: exit %d %+v", code, v)
 	}
 	if code, v := verifyJSON(t, "--strict"); code != reason.ExitFailed || len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "seal") {
@@ -91,12 +92,12 @@ func TestLockInstallVerifyRemove(t *testing.T) {
 	}
 
 	// Re-installing one package keeps the other's entry as it was.
-	other, _ := lock.Parse(before)
+	other, _ := lockfile.Parse(before)
 	if code, _, errOut := runCLI(t, "install", lockPackage(t, "one-tools", "1.1.0")); code != 0 {
 		t.Fatalf("re-install: %s", errOut)
 	}
-	d, _ = lock.Load(path)
-	if !bytes.Equal(lock.Indented(d.Entry("two-tools")), lock.Indented(other.Entry("two-tools"))) {
+	d, _ = lockfile.Load(path)
+	if !bytes.Equal(lockfile.Indented(d.Entry("two-tools")), lockfile.Indented(other.Entry("two-tools"))) {
 		t.Fatal("re-installing one-tools changed two-tools' entry")
 	}
 	if d.Entry("one-tools").Get("version").Str != "1.1.0" {
@@ -106,9 +107,9 @@ func TestLockInstallVerifyRemove(t *testing.T) {
 	if code, _, errOut := runCLI(t, "remove", "one-tools"); code != 0 {
 		t.Fatalf("remove: %s", errOut)
 	}
-	d, _ = lock.Load(path)
+	d, _ = lockfile.Load(path)
 	if d.Entry("one-tools") != nil || d.Entry("two-tools") == nil {
-		t.Fatalf("after remove: %s", lock.Indented(d.Packages()))
+		t.Fatalf("after remove: %s", lockfile.Indented(d.Packages()))
 	}
 	if code, v := verifyJSON(t); code != 0 || !v.OK {
 		t.Fatalf("verify after remove: exit %d %+v", code, v)
@@ -122,15 +123,15 @@ func TestLockVerifyMismatchReadOnly(t *testing.T) {
 	if code, _, errOut := runCLI(t, "install", lockPackage(t, "one-tools", "1.0.0")); code != 0 {
 		t.Fatal(errOut)
 	}
-	d, _ := lock.Load(path)
-	d.Entry("one-tools").Set("runtime", lock.Str("python"))
-	if err := lock.WriteFile(path, d); err != nil {
+	d, _ := lockfile.Load(path)
+	d.Entry("one-tools").Set("runtime", lockfile.Str("python"))
+	if err := lockedit.WriteFile(path, d); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(path)
 	fi, _ := os.Stat(path)
 	code, v := verifyJSON(t)
-	if code != reason.ExitFailed || v.OK || len(v.Entries) != 1 || v.Entries[0].Status != lock.Mismatch {
+	if code != reason.ExitFailed || v.OK || len(v.Entries) != 1 || v.Entries[0].Status != lockfile.Mismatch {
 		t.Fatalf("verify: exit %d %+v", code, v)
 	}
 	code, out, errOut := runCLI(t, "lock", "verify")

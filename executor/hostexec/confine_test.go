@@ -25,7 +25,7 @@ import (
 
 	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/executor/confine/confinetest"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
 )
@@ -354,7 +354,7 @@ func TestConfinedEscapesFail(t *testing.T) {
 
 // TestConfinedCannotReadSealKeyCache: agentnode keeps the seal key of the
 // lockfile and the audit anchor in the kernel's user keyring
-// (kernel/lock, "The seal key cache"), where every process of the user can
+// (kernel/lockfile, "The seal key cache"), where every process of the user can
 // read it. A confined tool runs as that user; the filter's keyctl denial
 // is what keeps the key from it. The control: the same attacker, not
 // confined, reads the key.
@@ -367,11 +367,11 @@ func TestConfinedCannotReadSealKeyCache(t *testing.T) {
 	}
 	// A scope of its own (no keychain is reached: only the cache is used).
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/agentnode-hostexec-"+hex.EncodeToString(b))
-	key := make([]byte, lock.KeySize)
+	key := make([]byte, lockfile.KeySize)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	desc, err := lock.CacheKey(key)
+	desc, err := lockfile.CacheKey(key)
 	if err != nil {
 		t.Skipf("no kernel keyring here: %v", err)
 	}

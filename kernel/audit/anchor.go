@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
+	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
 // The anchor: the head of the chain (seq and hash of the newest record),
 // kept in a small file outside the log and sealed with the lockfile's keyed
-// seal (lock.MAC, HMAC-SHA256 under the seal key in the OS keychain), so
+// seal (lockfile.MAC, HMAC-SHA256 under the seal key in the OS keychain), so
 // that cutting off, rewriting or extending the log, or emptying or deleting
 // it, no longer goes unseen (specs/audit.md, "The anchor").
 //
@@ -75,11 +76,11 @@ func HomeAnchor(path string) *Anchor {
 	return &Anchor{Path: path, Key: SealKey, Witness: WitnessService}
 }
 
-// SealKey is the key an append seals with: lock.LoadOrCreateKeyFor, from the
+// SealKey is the key an append seals with: lockfile.LoadOrCreateKeyFor, from the
 // kernel keyring's cache when keyID (the anchor's) is cached there, else
 // from the OS keychain (creating the key there if there is none). The key
 // is kept in memory only, never written to a file.
-func SealKey(keyID string) ([]byte, error) { return lock.LoadOrCreateKeyFor(keyID) }
+func SealKey(keyID string) ([]byte, error) { return lockfile.LoadOrCreateKeyFor(keyID) }
 
 // head is a position in the chain: a record's seq and hash (0 and Genesis
 // before the first record).
@@ -127,7 +128,7 @@ const (
 func (b *anchorBody) encodeSlot(key []byte) ([]byte, error) {
 	s := anchorSlot{anchorBody: *b}
 	if key != nil {
-		s.Seal = &anchorSeal{Algorithm: lock.AlgorithmSeal, KeyID: lock.KeyID(key), MAC: lock.MAC(key, b.macInput())}
+		s.Seal = &anchorSeal{Algorithm: lockfile.AlgorithmSeal, KeyID: lockfile.KeyID(key), MAC: lockfile.MAC(key, b.macInput())}
 	}
 	text, _ := json.Marshal(&s)
 	sum := sha256.Sum256(text)
@@ -171,7 +172,7 @@ func decodeSlot(raw []byte) (*anchorSlot, error) {
 	ok := s.Version == anchorVersion && s.Gen > 0 && s.Dir != "" && validHead(s.Head) &&
 		(s.Pending == nil || validHead(*s.Pending) && s.Pending.Seq == s.Head.Seq+1)
 	if se := s.Seal; se != nil {
-		ok = ok && se.Algorithm == lock.AlgorithmSeal && len(se.MAC) == 64 && isHex([]byte(se.MAC), false) && se.KeyID != ""
+		ok = ok && se.Algorithm == lockfile.AlgorithmSeal && len(se.MAC) == 64 && isHex([]byte(se.MAC), false) && se.KeyID != ""
 	}
 	if !ok {
 		return nil, errors.New("a slot is malformed (gen, version, dir, head, pending or seal)")
@@ -231,7 +232,7 @@ func (s *anchorState) matches(h head) bool {
 // checkSeal checks the seal of every intact slot under key: "" if they
 // hold, else why not.
 func (s *anchorState) checkSeal(key []byte) string {
-	id := lock.KeyID(key)
+	id := lockfile.KeyID(key)
 	for _, sl := range s.slots {
 		if sl == nil {
 			continue
@@ -239,7 +240,7 @@ func (s *anchorState) checkSeal(key []byte) string {
 		if sl.Seal.KeyID != id {
 			return fmt.Sprintf("the anchor was sealed with another key (key_id %s), not this machine's (key_id %s)", sl.Seal.KeyID, id)
 		}
-		if !lock.MACEqual(sl.Seal.MAC, lock.MAC(key, sl.macInput())) {
+		if !lockfile.MACEqual(sl.Seal.MAC, lockfile.MAC(key, sl.macInput())) {
 			return "the anchor's seal does not match its content: it was changed after it was sealed"
 		}
 	}
@@ -326,7 +327,7 @@ func readAnchor(path string) (*anchorState, error) {
 
 // writeAnchorFile creates (or replaces) the anchor file at once with the
 // two slots, each sealed under key (nil: unsealed): a temporary file,
-// fsync, rename, fsync of the directory. It is how an anchor is created,
+// fsync, rename, fsync of the directory (sdk/atomicfile). It is how an anchor is created,
 // sealed for the first time, and re-anchored; appends write one slot in
 // place (writeSlot).
 func writeAnchorFile(path string, key []byte, s0, s1 *anchorBody) error {
@@ -338,7 +339,7 @@ func writeAnchorFile(path string, key []byte, s0, s1 *anchorBody) error {
 	if err != nil {
 		return err
 	}
-	return lock.WriteFileAtomic(path, append(d0, d1...), 0o600)
+	return atomicfile.WriteFile(path, append(d0, d1...), 0o600)
 }
 
 // beforeSlotWrite is a no-op; the crash tests replace it, in a child
@@ -440,7 +441,7 @@ func (l *Log) sealKey(id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.key, l.keyID = k, lock.KeyID(k)
+	l.key, l.keyID = k, lockfile.KeyID(k)
 	return k, nil
 }
 

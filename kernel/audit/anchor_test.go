@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -26,7 +26,7 @@ import (
 // keychain tests below use it with a real witness).
 func testKey(t testing.TB) []byte {
 	t.Helper()
-	k := make([]byte, lock.KeySize)
+	k := make([]byte, lockfile.KeySize)
 	if _, err := rand.Read(k); err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func TestAnchorWithoutKeychain(t *testing.T) {
 	appendN(t, l2, 4, 1)
 	st := readAnchorT(t, a.Path)
 	for _, f := range st.slots {
-		if f == nil || f.Seal == nil || f.Seal.KeyID != lock.KeyID(key) {
+		if f == nil || f.Seal == nil || f.Seal.KeyID != lockfile.KeyID(key) {
 			t.Fatalf("anchor not sealed (both slots) once the key is there: %+v", f)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 )
 
 // Seal statuses of a SealReport.
@@ -235,7 +235,7 @@ func Reanchor(dir string, a *Anchor) (*Report, error) {
 	sr := &SealReport{Status: SealVerified, HeadSeq: last.Seq, HeadHash: last.Hash, Witness: "none"}
 	switch {
 	case kerr == nil:
-		sr.KeyID = lock.KeyID(key)
+		sr.KeyID = lockfile.KeyID(key)
 	case errors.Is(kerr, keychain.ErrUnavailable):
 		if oerr == nil && old.sealed() {
 			return nil, unavailable("the audit anchor %s is sealed and the seal key cannot be read, so it would be replaced by an unsealed one: re-anchor where the OS keychain is available: %w", a.Path, kerr)

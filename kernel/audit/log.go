@@ -50,7 +50,7 @@ type Log struct {
 	lock   *os.File // audit.lock, flock'ed around every append
 	cdir   string   // canonicalDir(dir), what the anchor is bound to
 	key    []byte   // the anchor's seal key, once read
-	keyID  string   // lock.KeyID(key)
+	keyID  string   // lockfile.KeyID(key)
 	f      *os.File // the active file, O_APPEND
 	dev    uint64   // identity of f, to notice a rotation by another process
 	ino    uint64

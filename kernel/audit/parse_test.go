@@ -151,8 +151,12 @@ func TestScannerAgreesWithSchema(t *testing.T) {
 	}
 }
 
-// FuzzScanCanonical: whatever the scanner accepts, the schema accepts and
-// encoding/json decodes to the same seq, prev and hash.
+// FuzzScanCanonical holds the scanner to the reference path it stands in
+// for: whatever the scanner accepts, parseSlow (encoding/json, the JSON
+// Schema, the hash member last) accepts with the same chain fields, and
+// the schema and encoding/json on their own agree. A line the scanner
+// refuses is decided by parseSlow itself (parseLine), so refusing more is
+// safe; accepting more is what this looks for.
 func FuzzScanCanonical(f *testing.F) {
 	base := baseLine(f)
 	f.Add(base)
@@ -163,6 +167,15 @@ func FuzzScanCanonical(f *testing.F) {
 		li, ok := scanCanonical(line)
 		if !ok {
 			return
+		}
+		ref, p, detail := parseSlow(line)
+		if p != "" {
+			t.Fatalf("scanner accepted a line the reference rejects (%s: %s): %s", p, detail, line)
+		}
+		if ref.seq != li.seq || !bytes.Equal(ref.prev, li.prev) || !bytes.Equal(ref.hash, li.hash) ||
+			!bytes.Equal(ref.event, li.event) || !bytes.Equal(ref.decision, li.decision) ||
+			!bytes.Contains(li.requestID, []byte{'\\'}) && !bytes.Equal(ref.requestID, li.requestID) {
+			t.Fatalf("scanner and reference disagree: %+v vs %+v", li, ref)
 		}
 		if err := validateSchema(line); err != nil {
 			t.Fatalf("scanner accepted a line the schema rejects (%v): %s", err, line)

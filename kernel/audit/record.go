@@ -11,12 +11,22 @@
 // Tail reads the newest records.
 //
 // With Options.Anchor the head of the chain is also sealed outside the log
-// (anchor.go: HMAC under the lockfile seal key, lock.MAC), written in place
+// (anchor.go: HMAC under the lockfile seal key, lockfile.MAC), written in place
 // into one of two slots as an intent before each record and into the other
 // as a commit after it, and VerifyAnchored
 // checks the log against it and against a witness in the OS keychain, so
 // truncation, re-chaining, forged appends, an emptied or deleted log and
 // rollbacks older than the last verify are detected too.
+//
+// It is in the trusted core because no run happens without an append
+// (kernel/dispatch), and each append checks the log's end against its
+// sealed anchor, recovers a torn last line and moves the anchor on. Verify,
+// VerifyAnchored, Reanchor and Tail serve the front end (`agentnode audit`,
+// cmd/agentnode/audit.go, which formats and prints), but they stay
+// here: they are the reading side of the same chain and anchor (the line
+// scanner, the schema, the hash rule, the read lock, the rotated files, the
+// anchor's slots and its keychain witness), which would otherwise have to
+// be exported or written twice.
 //
 // The Record type has no field for tool inputs or outputs, secrets or lockfile
 // contents, so they cannot end up in the log. Every failure to open, write or
@@ -30,9 +40,10 @@
 // faster: BenchmarkScanCanonical 430-920 ns and no allocation per typical
 // record, against BenchmarkParseSlow 73-75 µs and 261 allocations (2
 // cores), which is what keeps Verify of a large log fast (BenchmarkVerify).
-// FuzzScanCanonical, in the fuzz loop of test/run.sh, holds it to the
-// reference: whatever the scanner accepts, the schema accepts and
-// encoding/json decodes to the same seq, prev and hash.
+// FuzzScanCanonical, in the fuzz loop of test/run.sh (make test, CI),
+// holds it to the reference: whatever the scanner accepts, parseSlow
+// accepts with the same chain fields (seq, prev, hash, event, request id,
+// decision); what it refuses, parseSlow decides.
 package audit
 
 import (

@@ -17,7 +17,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/ownlimits"
 	"github.com/agentnode/agentnode/kernel/plan"
@@ -152,7 +152,7 @@ type state struct {
 	// lockEntry is the package's lockfile entry when it verified and names
 	// the installed version and artifact (nil otherwise); mcp is the
 	// checked launch of an mcp_server package (mcp.go).
-	lockEntry *lock.Value
+	lockEntry *lockfile.Value
 	mcp       *mcpPlan
 	// prestarted says what prestart has started (warm.go).
 	prestarted struct{ evaluators, pkg bool }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -17,7 +17,7 @@ import (
 // loadSealKey reads the lockfile seal key for a seal that names key_id id:
 // from the kernel keyring's cache when it holds that key, else from the OS
 // keychain (a variable for tests).
-var loadSealKey = lock.LoadKeyFor
+var loadSealKey = lockfile.LoadKeyFor
 
 // stageLockfile checks agentnode.lock (specs/lockfile.md, "At run time").
 //
@@ -39,7 +39,7 @@ var loadSealKey = lock.LoadKeyFor
 func stageLockfile(_ context.Context, st *state) error {
 	path := home.LockfilePath()
 	strict := st.set.lockfileStrict
-	d, err := lock.Load(path)
+	d, err := lockfile.Load(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if strict {
 			return reason.New(reason.IntegrityDenied, "lockfile.strict is on and there is no lockfile at %s", path)
@@ -53,7 +53,7 @@ func stageLockfile(_ context.Context, st *state) error {
 		st.lockWarn(fmt.Sprintf("the lockfile cannot be used: %v", err))
 		return nil
 	}
-	var key lock.KeyFunc
+	var key lockfile.KeyFunc
 	if strict || d.Sealed() {
 		key = func() ([]byte, error) { return loadSealKey(d.SealKeyID()) }
 	}
@@ -70,7 +70,7 @@ func stageLockfile(_ context.Context, st *state) error {
 		st.loaded = pkg // the artifact stage re-hashes its content
 	}
 	entry := d.Entry(st.req.Package)
-	var entryStatus lock.Status = lock.Missing
+	var entryStatus lockfile.Status = lockfile.Missing
 	for _, e := range r.Entries {
 		if e.Slug == st.req.Package {
 			entryStatus = e.Status
@@ -78,7 +78,7 @@ func stageLockfile(_ context.Context, st *state) error {
 	}
 	entryMatches := entry != nil && pkg != nil &&
 		lockString(entry, "version") == pkg.Version && lockString(entry, "artifact_hash") == pkg.ArtifactHash &&
-		lockString(entry, lock.FieldDepsHash) == pkg.DepsHash
+		lockString(entry, lockfile.FieldDepsHash) == pkg.DepsHash
 
 	if strict {
 		var why []string
@@ -106,7 +106,7 @@ func stageLockfile(_ context.Context, st *state) error {
 			st.lockWarn(fmt.Sprintf("lockfile %s does not verify: %s (see `agentnode lock verify`)", path, strings.Join(why, "; ")))
 		}
 	}
-	if entryStatus == lock.Verified && entryMatches {
+	if entryStatus == lockfile.Verified && entryMatches {
 		st.lockEntry = entry // mcp.go: the sealed MCP launch
 		st.lockTrust = lockString(entry, "trust_level")
 		if st.lockTrust == "" && entry.Get("trust_level") != nil {
@@ -120,16 +120,16 @@ func stageLockfile(_ context.Context, st *state) error {
 // entries by status and the structure and seal statuses. Strict counts
 // everything not verified; otherwise only mismatch, invalid and
 // unsupported.
-func summarize(r *lock.Report, strict bool) string {
-	bad := func(s lock.Status) bool {
+func summarize(r *lockfile.Report, strict bool) string {
+	bad := func(s lockfile.Status) bool {
 		if strict {
-			return s != lock.Verified
+			return s != lockfile.Verified
 		}
-		return s == lock.Mismatch || s == lock.Invalid || s == lock.Unsupported
+		return s == lockfile.Mismatch || s == lockfile.Invalid || s == lockfile.Unsupported
 	}
 	var parts []string
 	counts := r.Counts()
-	for _, s := range []lock.Status{lock.Mismatch, lock.Unsupported, lock.Missing} {
+	for _, s := range []lockfile.Status{lockfile.Mismatch, lockfile.Unsupported, lockfile.Missing} {
 		if n := counts[s]; n > 0 && bad(s) {
 			parts = append(parts, fmt.Sprintf("%d %s %s", n, plural(n, "entry", "entries"), s))
 		}
@@ -150,8 +150,8 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-func lockString(e *lock.Value, field string) string {
-	if v := e.Get(field); v != nil && v.Kind == lock.String {
+func lockString(e *lockfile.Value, field string) string {
+	if v := e.Get(field); v != nil && v.Kind == lockfile.String {
 		return v.Str
 	}
 	return ""

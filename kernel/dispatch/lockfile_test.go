@@ -10,10 +10,11 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 )
@@ -40,7 +41,7 @@ permissions:
 
 const leakMarker = "sk-live-SECRETMARKER42"
 
-var testSealKey = bytes.Repeat([]byte{0x42}, lock.KeySize)
+var testSealKey = bytes.Repeat([]byte{0x42}, lockfile.KeySize)
 
 // lockHome is a set-up home with lock-tools installed, a lockfile path in
 // AGENTNODE_LOCKFILE (not yet written) and a fixed seal key.
@@ -77,31 +78,31 @@ func lockHome(t *testing.T, strict bool) (*Kernel, *store.Package, string) {
 // writeLock writes a lockfile with p's entry (trust_level level), another
 // entry, and a seal if sealed; mutate runs before the digests and seal
 // are computed unless late, in which case it runs after (tampering).
-func writeLock(t *testing.T, path string, p *store.Package, level string, sealed bool, mutate func(d *lock.Document), late bool) {
+func writeLock(t *testing.T, path string, p *store.Package, level string, sealed bool, mutate func(d *lockfile.Document), late bool) {
 	t.Helper()
-	if err := (&lock.Updater{Path: path}).Put("other-pack", lock.Obj(
-		lock.Member{Key: "version", Value: lock.Str("1.0.0")},
-		lock.Member{Key: "artifact_hash", Value: lock.Str("sha256:" + strings.Repeat("ab", 32))},
+	if err := (&lockedit.Updater{Path: path}).Put("other-pack", lockfile.Obj(
+		lockfile.Member{Key: "version", Value: lockfile.Str("1.0.0")},
+		lockfile.Member{Key: "artifact_hash", Value: lockfile.Str("sha256:" + strings.Repeat("ab", 32))},
 	)); err != nil {
 		t.Fatal(err)
 	}
-	e, err := lock.EntryFor(p, lock.EntryInfo{TrustLevel: level, Source: lock.SourceLocal})
+	e, err := lockedit.EntryFor(p, lockedit.EntryInfo{TrustLevel: level, Source: lockedit.SourceLocal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&lock.Updater{Path: path}).Put(p.ID, e); err != nil {
+	if err := (&lockedit.Updater{Path: path}).Put(p.ID, e); err != nil {
 		t.Fatal(err)
 	}
-	d, err := lock.Load(path)
+	d, err := lockfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mutate != nil && !late {
 		mutate(d)
 		for _, m := range d.Packages().Obj {
-			m.Value.Set(lock.FieldIntegrity, lock.Integrity(m.Value))
+			m.Value.Set(lockfile.FieldIntegrity, lockfile.Integrity(m.Value))
 		}
-		d.Root.Set(lock.FieldStructureDigest, lock.StructureDigest(d))
+		d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
 	}
 	if sealed {
 		d.Seal(testSealKey)
@@ -109,7 +110,7 @@ func writeLock(t *testing.T, path string, p *store.Package, level string, sealed
 	if mutate != nil && late {
 		mutate(d)
 	}
-	if err := lock.WriteFile(path, d); err != nil {
+	if err := lockedit.WriteFile(path, d); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -146,37 +147,37 @@ func TestLockfileStrict(t *testing.T) {
 			writeLock(t, path, p, "unknown", false, nil, false)
 		}, false, "seal missing"},
 		{"sealed with another key", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", false, func(d *lock.Document) { d.Seal(bytes.Repeat([]byte{1}, lock.KeySize)) }, true)
+			writeLock(t, path, p, "unknown", false, func(d *lockfile.Document) { d.Seal(bytes.Repeat([]byte{1}, lockfile.KeySize)) }, true)
 		}, false, "seal mismatch"},
 		{"trust_level promoted after sealing", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {
-				d.Entry("lock-tools").Set("trust_level", lock.Str("curated"))
-				d.Root.Set(lock.FieldStructureDigest, lock.StructureDigest(d))
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) {
+				d.Entry("lock-tools").Set("trust_level", lockfile.Str("curated"))
+				d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
 			}, true)
 		}, false, "seal mismatch"},
 		{"no entry for the package", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) { d.Packages().Delete("lock-tools") }, false)
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) { d.Packages().Delete("lock-tools") }, false)
 		}, false, "no entry for this package"},
 		{"entry for another version", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) { d.Entry("lock-tools").Set("version", lock.Str("1.9.0")) }, false)
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) { d.Entry("lock-tools").Set("version", lockfile.Str("1.9.0")) }, false)
 		}, false, "another version, artifact_hash or deps_hash"},
 		{"entry for another artifact", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {
-				d.Entry("lock-tools").Set("artifact_hash", lock.Str("sha256:"+strings.Repeat("00", 32)))
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) {
+				d.Entry("lock-tools").Set("artifact_hash", lockfile.Str("sha256:"+strings.Repeat("00", 32)))
 			}, false)
 		}, false, "another version, artifact_hash or deps_hash"},
 		{"entry naming dependencies the package has not", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {
-				d.Entry("lock-tools").Set(lock.FieldDepsHash, lock.Str("sha256:"+strings.Repeat("11", 32)))
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) {
+				d.Entry("lock-tools").Set(lockfile.FieldDepsHash, lockfile.Str("sha256:"+strings.Repeat("11", 32)))
 			}, false)
 		}, false, "another version, artifact_hash or deps_hash"},
 		{"another entry tampered", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) { d.Entry("other-pack").Set("version", lock.Str(leakMarker)) }, true)
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) { d.Entry("other-pack").Set("version", lockfile.Str(leakMarker)) }, true)
 		}, false, "1 entry mismatch"},
 		{"an entry without _integrity", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", false, func(d *lock.Document) {
-				d.Entry("other-pack").Delete(lock.FieldIntegrity)
-				d.Root.Set(lock.FieldStructureDigest, lock.StructureDigest(d))
+			writeLock(t, path, p, "unknown", false, func(d *lockfile.Document) {
+				d.Entry("other-pack").Delete(lockfile.FieldIntegrity)
+				d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
 				d.Seal(testSealKey)
 			}, true)
 		}, false, "1 entry missing"},
@@ -232,22 +233,22 @@ func TestLockfileNotStrictWarnsOnceAndAudits(t *testing.T) {
 			writeLock(t, path, p, "", false, nil, false)
 		}, ""},
 		{"no entry for the package", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "", false, func(d *lock.Document) { d.Packages().Delete("lock-tools") }, false)
+			writeLock(t, path, p, "", false, func(d *lockfile.Document) { d.Packages().Delete("lock-tools") }, false)
 		}, ""},
 		{"sealed, key unreadable", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "", true, nil, false)
 			loadSealKey = func(string) ([]byte, error) { return nil, errors.New("keychain locked") }
 		}, ""},
 		{"trust_level promoted after sealing", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", true, func(d *lock.Document) {
-				d.Entry("lock-tools").Set("trust_level", lock.Str("curated"))
+			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) {
+				d.Entry("lock-tools").Set("trust_level", lockfile.Str("curated"))
 			}, true)
 		}, "seal mismatch"},
 		{"entry tampered", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "", false, func(d *lock.Document) { d.Entry("lock-tools").Set("runtime", lock.Str(leakMarker)) }, true)
+			writeLock(t, path, p, "", false, func(d *lockfile.Document) { d.Entry("lock-tools").Set("runtime", lockfile.Str(leakMarker)) }, true)
 		}, "1 entry mismatch"},
 		{"entry for another version", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "", false, func(d *lock.Document) { d.Entry("lock-tools").Set("version", lock.Str("1.9.0")) }, false)
+			writeLock(t, path, p, "", false, func(d *lockfile.Document) { d.Entry("lock-tools").Set("version", lockfile.Str("1.9.0")) }, false)
 		}, "another version, artifact_hash or deps_hash"},
 		{"corrupt", func(t *testing.T, path string, _ *store.Package) {
 			if err := os.WriteFile(path, []byte(`{"lockfile_version":"0.1","packages":{"`+leakMarker), 0o644); err != nil {
@@ -289,7 +290,7 @@ func TestLockfileNotStrictWarnsOnceAndAudits(t *testing.T) {
 // otherwise empty).
 func TestLockfileWarningInAllowRecord(t *testing.T) {
 	k, p, path := lockHome(t, false)
-	writeLock(t, path, p, "", false, func(d *lock.Document) { d.Entry("lock-tools").Set("runtime", lock.Str("python")) }, true)
+	writeLock(t, path, p, "", false, func(d *lockfile.Document) { d.Entry("lock-tools").Set("runtime", lockfile.Str("python")) }, true)
 	withStages(t,
 		stage{name: "config", code: reason.ConfigInvalid, run: stageConfig},
 		stage{name: "lockfile", code: reason.LockfileError, run: stageLockfile})
@@ -314,7 +315,7 @@ func TestLockfileTrustOnlyLowers(t *testing.T) {
 	cases := []struct {
 		name           string
 		level          string
-		mutate         func(d *lock.Document)
+		mutate         func(d *lockfile.Document)
 		late           bool
 		plugin, wanted string
 	}{
@@ -324,11 +325,11 @@ func TestLockfileTrustOnlyLowers(t *testing.T) {
 		{"equal", "trusted", nil, false, "trusted", "trusted"},
 		{"not a tier counts as unknown", "gold", nil, false, "curated", "unknown"},
 		{"absent: no effect", "", nil, false, "curated", "curated"},
-		{"entry of another version: ignored", "unverified", func(d *lock.Document) {
-			d.Entry("lock-tools").Set("version", lock.Str("1.0.0"))
+		{"entry of another version: ignored", "unverified", func(d *lockfile.Document) {
+			d.Entry("lock-tools").Set("version", lockfile.Str("1.0.0"))
 		}, false, "curated", "curated"},
-		{"entry mismatching its _integrity: ignored", "unverified", func(d *lock.Document) {
-			d.Entry("lock-tools").Set("runtime", lock.Str("python"))
+		{"entry mismatching its _integrity: ignored", "unverified", func(d *lockfile.Document) {
+			d.Entry("lock-tools").Set("runtime", lockfile.Str("python"))
 		}, true, "curated", "curated"},
 	}
 	for _, c := range cases {

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -102,12 +102,12 @@ func checkMCPLaunch(st *state) error {
 
 // sealedMCP reads the launch from a verified lockfile entry: it must say
 // mcp_preinstalled true and seal the preinstall of exactly this artifact.
-func sealedMCP(e *lock.Value, artifactHash string) (*manifest.MCP, error) {
-	if v := e.Get("mcp_preinstalled"); v == nil || v.Kind != lock.Bool || !v.Bool {
+func sealedMCP(e *lockfile.Value, artifactHash string) (*manifest.MCP, error) {
+	if v := e.Get("mcp_preinstalled"); v == nil || v.Kind != lockfile.Bool || !v.Bool {
 		return nil, reason.New(reason.MCPNotPreinstalled, "mcp_preinstalled is not true: reinstall the package with this agentnode")
 	}
 	pre := e.Get("mcp_preinstall")
-	if pre == nil || pre.Kind != lock.Object {
+	if pre == nil || pre.Kind != lockfile.Object {
 		return nil, reason.New(reason.MCPNotPreinstalled, "mcp_preinstall is missing")
 	}
 	if got := lockString(pre, "artifact_hash"); got != artifactHash {
@@ -126,20 +126,20 @@ func sealedMCP(e *lock.Value, artifactHash string) (*manifest.MCP, error) {
 }
 
 // lockStrings reads an array of strings; absent is nil unless required.
-func lockStrings(e *lock.Value, field string, required bool) ([]string, error) {
+func lockStrings(e *lockfile.Value, field string, required bool) ([]string, error) {
 	v := e.Get(field)
-	if v == nil || v.Kind == lock.Null {
+	if v == nil || v.Kind == lockfile.Null {
 		if required {
 			return nil, fmt.Errorf("%s is missing", field)
 		}
 		return nil, nil
 	}
-	if v.Kind != lock.Array {
+	if v.Kind != lockfile.Array {
 		return nil, fmt.Errorf("%s is %s, not an array of strings", field, v.Kind)
 	}
 	out := make([]string, 0, len(v.Arr))
 	for _, a := range v.Arr {
-		if a.Kind != lock.String {
+		if a.Kind != lockfile.String {
 			return nil, fmt.Errorf("%s has %s, not a string", field, a.Kind)
 		}
 		out = append(out, a.Str)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/home"
-	"github.com/agentnode/agentnode/kernel/lock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -189,30 +189,30 @@ func TestMCPRunOnHost(t *testing.T) {
 func TestMCPRunSealedLaunch(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(e *lock.Value)
+		mutate func(e *lockfile.Value)
 		code   reason.Code
 		msg    string
 	}{
-		{"npx", func(e *lock.Value) {
-			e.Set("mcp_preinstall_command", &lock.Value{Kind: lock.Array, Arr: []*lock.Value{lock.Str("npx"), lock.Str("-y"), lock.Str("x")}})
+		{"npx", func(e *lockfile.Value) {
+			e.Set("mcp_preinstall_command", &lockfile.Value{Kind: lockfile.Array, Arr: []*lockfile.Value{lockfile.Str("npx"), lockfile.Str("-y"), lockfile.Str("x")}})
 		}, reason.MCPUnpinned, "mcp_preinstall_command differs"},
-		{"not preinstalled", func(e *lock.Value) { e.Set("mcp_preinstalled", &lock.Value{Kind: lock.Bool}) },
+		{"not preinstalled", func(e *lockfile.Value) { e.Set("mcp_preinstalled", &lockfile.Value{Kind: lockfile.Bool}) },
 			reason.MCPNotPreinstalled, "mcp_preinstalled is not true"},
-		{"no preinstall", func(e *lock.Value) { e.Delete("mcp_preinstall") }, reason.MCPNotPreinstalled, "mcp_preinstall is missing"},
-		{"other tree", func(e *lock.Value) {
-			e.Get("mcp_preinstall").Set("artifact_hash", lock.Str("sha256:"+strings.Repeat("0", 64)))
+		{"no preinstall", func(e *lockfile.Value) { e.Delete("mcp_preinstall") }, reason.MCPNotPreinstalled, "mcp_preinstall is missing"},
+		{"other tree", func(e *lockfile.Value) {
+			e.Get("mcp_preinstall").Set("artifact_hash", lockfile.Str("sha256:"+strings.Repeat("0", 64)))
 		},
 			reason.MCPNotPreinstalled, "artifact_hash does not name"},
-		{"caret", func(e *lock.Value) { e.Get("mcp_preinstall").Set("version", lock.Str("^1.0.0")) },
+		{"caret", func(e *lockfile.Value) { e.Get("mcp_preinstall").Set("version", lockfile.Str("^1.0.0")) },
 			reason.MCPUnpinned, "mcp_preinstall differs"},
-		{"domains", func(e *lock.Value) {
-			e.Set("mcp_allowed_domains", &lock.Value{Kind: lock.Array, Arr: []*lock.Value{lock.Str("api.example.com")}})
+		{"domains", func(e *lockfile.Value) {
+			e.Set("mcp_allowed_domains", &lockfile.Value{Kind: lockfile.Array, Arr: []*lockfile.Value{lockfile.Str("api.example.com")}})
 		}, reason.EgressDenied, "mcp_allowed_domains must be sealed in agentnode.lock"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			k, p := mcpHome(t, mcpTestManifest)
-			writeLock(t, os.Getenv("AGENTNODE_LOCKFILE"), p, "", false, func(d *lock.Document) {
+			writeLock(t, os.Getenv("AGENTNODE_LOCKFILE"), p, "", false, func(d *lockfile.Document) {
 				c.mutate(d.Entry(p.ID))
 			}, false)
 			res, err := mcpRun(t, k, "echo", `{}`)

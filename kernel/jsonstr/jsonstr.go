@@ -5,7 +5,7 @@
 //   - Append, encoding/json's escaping without HTML escaping, for audit
 //     records (kernel/audit), which are built by hand into one buffer;
 //   - AppendPython, Python's json.dumps(ensure_ascii=False) escaping, for
-//     the lockfile's canonical form (kernel/lock), which Python tools
+//     the lockfile's canonical form (kernel/lockfile), which Python tools
 //     reproduce and encoding/json cannot write.
 //
 // Both are one loop. It is not kept for speed: Append is as fast as

@@ -68,7 +68,7 @@ func sessionBusAddress() (string, error) {
 
 // SessionBus is the address of the D-Bus session bus the keychain is
 // reached through, found as Available finds it (without connecting): what
-// identifies this keychain to a cache of its secrets (kernel/lock's seal key
+// identifies this keychain to a cache of its secrets (kernel/lockfile's seal key
 // cache). An error means there is no session bus.
 func SessionBus() (string, error) { return sessionBusAddress() }
 

@@ -96,7 +96,7 @@ func main() {
 
 // keyRead reads the key of type "user" described p from the user keyring
 // (@u) of the kernel, as agentnode's seal key cache keeps it
-// (kernel/lock): search, then read the payload.
+// (kernel/lockfile): search, then read the payload.
 func keyRead(p string) error {
 	serial, err := unix.KeyctlSearch(unix.KEY_SPEC_USER_KEYRING, "user", p, 0)
 	if err != nil {

@@ -1,4 +1,4 @@
-package lock
+package lockfile
 
 import (
 	"crypto/hmac"

@@ -1,9 +1,10 @@
-package lock
+package lockedit
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
 )
@@ -35,34 +36,34 @@ type EntryInfo struct {
 // Mutable fields: installed_at, source, install_path, and trust_level and
 // last_trust_check only if info names a tier (agentnode install does not:
 // specs/lockfile.md).
-func EntryFor(p *store.Package, info EntryInfo) (*Value, error) {
+func EntryFor(p *store.Package, info EntryInfo) (*lockfile.Value, error) {
 	m := p.Manifest
-	raw, err := ParseValue(m.Raw)
+	raw, err := lockfile.ParseValue(m.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("package %s: manifest as JSON: %w", p.ID, err)
 	}
-	e := Obj(
-		Member{"version", Str(p.Version)},
-		Member{"package_type", Str(m.PackageType)},
-		Member{"runtime", Str(m.Runtime)},
+	e := lockfile.Obj(
+		lockfile.Member{Key: "version", Value: lockfile.Str(p.Version)},
+		lockfile.Member{Key: "package_type", Value: lockfile.Str(m.PackageType)},
+		lockfile.Member{Key: "runtime", Value: lockfile.Str(m.Runtime)},
 	)
 	tools := raw.Get("capabilities").Get("tools")
 	if ep := entrypoint(raw, tools); ep != "" {
-		e.Set("entrypoint", Str(ep))
+		e.Set("entrypoint", lockfile.Str(ep))
 	}
-	e.Set("artifact_hash", Str(p.ArtifactHash))
+	e.Set("artifact_hash", lockfile.Str(p.ArtifactHash))
 	if p.DepsHash != "" {
 		// The dependencies agentnode installed into the package
 		// (specs/python.md): not part of AgentNode's canonical fields, so
 		// the keyed seal covers them, _integrity does not.
-		e.Set(FieldDepsHash, Str(p.DepsHash))
+		e.Set(lockfile.FieldDepsHash, lockfile.Str(p.DepsHash))
 	}
 	if m.Publisher != "" {
-		e.Set("publisher_slug", Str(m.Publisher))
+		e.Set("publisher_slug", lockfile.Str(m.Publisher))
 	}
 	setIf(e, "tools", tools)
 	// The flat form the AgentNode SDK writes and reads (permissions.go).
-	setIf(e, "permissions", flatPermissions(raw.Get("permissions")))
+	setIf(e, "permissions", lockfile.FlatPermissions(raw.Get("permissions")))
 	setIf(e, "agent", raw.Get("agent"))
 	setIf(e, "connector", raw.Get("connector"))
 	setIf(e, "env_requirements", raw.Get("env_requirements"))
@@ -77,48 +78,48 @@ func EntryFor(p *store.Package, info EntryInfo) (*Value, error) {
 		// (specs/mcp.md): the pin, the tree it lives in (the package's
 		// own content hash: there is no separate volume, so no
 		// mcp_sandbox_volume) and the command that starts it.
-		e.Set("mcp_preinstalled", &Value{Kind: Bool, Bool: true})
-		e.Set("mcp_preinstall", Obj(
-			Member{"manager", Str(m.MCP.Install.Manager)},
-			Member{"package", Str(m.MCP.Install.Package)},
-			Member{"version", Str(m.MCP.Install.Version)},
-			Member{"artifact_hash", Str(p.ArtifactHash)},
+		e.Set("mcp_preinstalled", &lockfile.Value{Kind: lockfile.Bool, Bool: true})
+		e.Set("mcp_preinstall", lockfile.Obj(
+			lockfile.Member{Key: "manager", Value: lockfile.Str(m.MCP.Install.Manager)},
+			lockfile.Member{Key: "package", Value: lockfile.Str(m.MCP.Install.Package)},
+			lockfile.Member{Key: "version", Value: lockfile.Str(m.MCP.Install.Version)},
+			lockfile.Member{Key: "artifact_hash", Value: lockfile.Str(p.ArtifactHash)},
 		))
-		cmd := &Value{Kind: Array}
+		cmd := &lockfile.Value{Kind: lockfile.Array}
 		for _, a := range m.MCP.Command {
-			cmd.Arr = append(cmd.Arr, Str(a))
+			cmd.Arr = append(cmd.Arr, lockfile.Str(a))
 		}
 		e.Set("mcp_preinstall_command", cmd)
 	}
 	setIf(e, "mcp_allowed_domains", mcp.Get("allowed_domains"))
 
-	e.Set("installed_at", Str(p.InstalledAt.UTC().Format(time.RFC3339)))
+	e.Set("installed_at", lockfile.Str(p.InstalledAt.UTC().Format(time.RFC3339)))
 	if info.TrustLevel != "" {
-		e.Set("trust_level", Str(info.TrustLevel))
+		e.Set("trust_level", lockfile.Str(info.TrustLevel))
 		if !info.CheckedAt.IsZero() {
-			e.Set("last_trust_check", Str(info.CheckedAt.UTC().Format(time.RFC3339)))
+			e.Set("last_trust_check", lockfile.Str(info.CheckedAt.UTC().Format(time.RFC3339)))
 		}
 	}
 	if info.Source != "" {
-		e.Set("source", Str(info.Source))
+		e.Set("source", lockfile.Str(info.Source))
 	}
-	e.Set("install_path", Str(p.Dir))
+	e.Set("install_path", lockfile.Str(p.Dir))
 	return e, nil
 }
 
-func setIf(e *Value, key string, v *Value) {
-	if v != nil && v.Kind != Null {
+func setIf(e *lockfile.Value, key string, v *lockfile.Value) {
+	if v != nil && v.Kind != lockfile.Null {
 		e.Set(key, v)
 	}
 }
 
 // entrypoint is agent.entrypoint, else the entrypoint every tool shares,
 // else "".
-func entrypoint(raw, tools *Value) string {
+func entrypoint(raw, tools *lockfile.Value) string {
 	if ep := stringField(raw.Get("agent"), "entrypoint"); ep != "" {
 		return ep
 	}
-	if tools == nil || tools.Kind != Array || len(tools.Arr) == 0 {
+	if tools == nil || tools.Kind != lockfile.Array || len(tools.Arr) == 0 {
 		return ""
 	}
 	ep := stringField(tools.Arr[0], "entrypoint")
@@ -128,4 +129,13 @@ func entrypoint(raw, tools *Value) string {
 		}
 	}
 	return ep
+}
+
+// stringField returns the string value of field in v, "" if absent, null
+// or not a string.
+func stringField(v *lockfile.Value, field string) string {
+	if x := v.Get(field); x != nil && x.Kind == lockfile.String {
+		return x.Str
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package lock
+package lockfile
 
 import (
 	"slices"
@@ -83,7 +83,7 @@ func appendValue(b []byte, v *Value, indent string, depth int) []byte {
 		b = newline(b, indent, depth)
 		return append(b, '}')
 	}
-	panic("lock: value of unknown kind")
+	panic("lockfile: value of unknown kind")
 }
 
 func newline(b []byte, indent string, depth int) []byte {

@@ -1,9 +1,8 @@
-package lock
+package lockedit
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,57 +10,26 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/filelock"
+	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/atomicfile"
 )
 
-// Load reads and parses the lockfile at path. A missing file is an error
-// wrapping fs.ErrNotExist; content errors wrap ErrInvalid. Every error
-// carries the reason code lockfile_error.
-//
-// The file is opened O_NOFOLLOW|O_NONBLOCK and must be a regular file
-// (kernel/bounded): a symlink, FIFO or device in its place is refused at
-// once. (WriteFile renames over the path, so a symlink there would not
-// survive the next write anyway.)
-func Load(path string) (*Document, error) {
-	f, err := bounded.Open(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, reason.New(reason.LockfileError, "lockfile %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, reason.New(reason.LockfileError, "read lockfile %s: %w", path, err)
-	}
-	d, err := Parse(data)
-	if err != nil {
-		return nil, reason.New(reason.LockfileError, "lockfile %s: %w", path, err)
-	}
-	return d, nil
-}
-
-// WriteFile writes d to path atomically (WriteFileAtomic). An existing
-// file keeps its permission bits; a new one is 0644.
-func WriteFile(path string, d *Document) error {
+// WriteFile writes d to path atomically and durably (sdk/atomicfile: a
+// temporary file in the same directory, fsync, rename over path, fsync of
+// the directory), so a reader or a crash sees the old content or the new,
+// never a mix. An existing file keeps its permission bits; a new one is
+// 0644.
+func WriteFile(path string, d *lockfile.Document) error {
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
 	}
-	if err := WriteFileAtomic(path, d.Marshal(), mode); err != nil {
+	if err := atomicfile.WriteFile(path, d.Marshal(), mode); err != nil {
 		return fmt.Errorf("write lockfile %s: %w", path, err)
 	}
 	return nil
-}
-
-// WriteFileAtomic replaces path with data, durably (sdk/atomicfile): a
-// temporary file in the same directory with mode perm, fsync, rename over
-// path, fsync of the directory. A reader sees the old content or the new,
-// never a mix; after a crash, the old content or the new. The lockfile
-// and the audit anchor (kernel/audit) are written with it.
-func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	return atomicfile.WriteFile(path, data, perm)
 }
 
 // Updater changes one entry of a lockfile at a time, the way install and
@@ -76,7 +44,7 @@ type Updater struct {
 	// LockPath is the flock file that serialises updates ("" for none).
 	LockPath string
 	// Key supplies the seal key; it is called only for a sealed lockfile.
-	Key KeyFunc
+	Key lockfile.KeyFunc
 	// Now is the clock for updated_at (default time.Now).
 	Now func() time.Time
 
@@ -95,9 +63,9 @@ func (u *Updater) Check(slug string) error {
 // Put adds or replaces the entry of slug; its _integrity is computed here.
 // When entry has no trust_level, the replaced entry's trust_level and
 // last_trust_check are kept: a trust cap is never dropped by a re-install.
-func (u *Updater) Put(slug string, entry *Value) error {
-	return u.update(slug, func(d *Document) bool {
-		e := Obj(slices.Clone(entry.Obj)...)
+func (u *Updater) Put(slug string, entry *lockfile.Value) error {
+	return u.update(slug, func(d *lockfile.Document) bool {
+		e := lockfile.Obj(slices.Clone(entry.Obj)...)
 		if old := d.Packages().Get(slug); old != nil && e.Get("trust_level") == nil {
 			for _, f := range []string{"trust_level", "last_trust_check"} {
 				if v := old.Get(f); v != nil {
@@ -105,8 +73,8 @@ func (u *Updater) Put(slug string, entry *Value) error {
 				}
 			}
 		}
-		e.Delete(FieldIntegrity)
-		e.Set(FieldIntegrity, Integrity(e))
+		e.Delete(lockfile.FieldIntegrity)
+		e.Set(lockfile.FieldIntegrity, lockfile.Integrity(e))
 		d.Packages().Set(slug, e)
 		return true
 	})
@@ -115,10 +83,10 @@ func (u *Updater) Put(slug string, entry *Value) error {
 // Remove drops the entry of slug. A lockfile without it, or no lockfile,
 // is left alone.
 func (u *Updater) Remove(slug string) error {
-	return u.update(slug, func(d *Document) bool { return d.Packages().Delete(slug) })
+	return u.update(slug, func(d *lockfile.Document) bool { return d.Packages().Delete(slug) })
 }
 
-func (u *Updater) update(slug string, change func(*Document) bool) error {
+func (u *Updater) update(slug string, change func(*lockfile.Document) bool) error {
 	if u.LockPath != "" {
 		if err := os.MkdirAll(filepath.Dir(u.LockPath), 0o700); err != nil {
 			return reason.New(reason.LockfileError, "create the directory of %s: %w", u.LockPath, err)
@@ -134,7 +102,7 @@ func (u *Updater) update(slug string, change func(*Document) bool) error {
 		return err
 	}
 	if d == nil {
-		d = New()
+		d = lockfile.New()
 	}
 	if !change(d) {
 		return nil
@@ -143,10 +111,10 @@ func (u *Updater) update(slug string, change func(*Document) bool) error {
 	if u.Now != nil {
 		now = u.Now
 	}
-	d.Root.Set(FieldUpdatedAt, Str(now().UTC().Format(time.RFC3339)))
-	d.Root.Set(FieldStructureDigest, StructureDigest(d))
+	d.Root.Set(lockfile.FieldUpdatedAt, lockfile.Str(now().UTC().Format(time.RFC3339)))
+	d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
 	if d.Sealed() {
-		d.Root.Delete(FieldSeal) // re-added last, after every other member
+		d.Root.Delete(lockfile.FieldSeal) // re-added last, after every other member
 		d.Seal(u.key)
 	}
 	if err := WriteFile(u.Path, d); err != nil {
@@ -157,15 +125,15 @@ func (u *Updater) update(slug string, change func(*Document) bool) error {
 
 // load reads the lockfile and checks that it may be updated for slug. A
 // missing lockfile is (nil, nil).
-func (u *Updater) load(slug string) (*Document, error) {
-	d, err := Load(u.Path)
+func (u *Updater) load(slug string) (*lockfile.Document, error) {
+	d, err := lockfile.Load(u.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var key KeyFunc
+	var key lockfile.KeyFunc
 	if d.Sealed() {
 		if u.key == nil {
 			if u.Key == nil {

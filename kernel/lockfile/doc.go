@@ -1,5 +1,8 @@
-// Package lock reads, verifies and writes agentnode.lock, the
-// AgentNode-compatible lockfile (specs/lockfile.md).
+// Package lockfile reads and verifies agentnode.lock, the AgentNode-compatible
+// lockfile (specs/lockfile.md), and holds the primitives its writers use.
+// It is in the trusted core because every run reads the lockfile and
+// decides on what it verifies (kernel/dispatch); writing it is a front-end
+// task (install, remove, `lock seal`: cmd/agentnode/lockedit).
 //
 // A lockfile is parsed into an ordered tree of JSON values (Value) that keeps
 // every number exactly as written and every object's key order, so entries
@@ -19,8 +22,9 @@
 // mutable field.
 //
 // Verify reports per-entry, structure and seal statuses; it never writes.
-// Update changes one entry (install, remove) atomically under an exclusive
-// lock, recomputing the digests and the seal.
+// Integrity, StructureDigest, Seal, Indented and the seal key are what the
+// writers in cmd/agentnode/lockedit compute with: one implementation of
+// each, here.
 //
 // ParseValue (scan.go) is a hand-written scanner beside the reference it
 // replaced, a walk over encoding/json's Decoder.Token
@@ -30,4 +34,4 @@
 // 101-106 ms and 569,000 allocations (2 cores; every run parses the
 // lockfile). FuzzParseValue, in the fuzz loop of test/run.sh, holds it to
 // the reference: on any input both accept with equal trees or both refuse.
-package lock
+package lockfile

@@ -1,4 +1,4 @@
-package lock
+package lockfile
 
 import "errors"
 
@@ -14,8 +14,9 @@ import "errors"
 //	"permissions": {"network": {"level": "none", "allowed_domains": [...]},
 //	  "filesystem": {"level": "temp"}, "code_execution": {"level": "none"}}
 //
-// EntryFor writes the flat form (the one both read); EntryPermissions reads
-// either. The levels are the manifest's in both.
+// FlatPermissions makes the flat form (the one both read; install writes
+// it, cmd/agentnode/lockedit); EntryPermissions reads either. The levels
+// are the manifest's in both.
 
 // Shapes of an entry's permissions.
 const (
@@ -104,11 +105,11 @@ func EntryPermissions(entry *Value) (p Permissions, shape string, present bool, 
 	return p, shape, true, nil
 }
 
-// flatPermissions converts a manifest's permissions (nested) to the flat
+// FlatPermissions converts a manifest's permissions (nested) to the flat
 // form the AgentNode SDK writes and reads, with all five levels (absent
 // ones take the registry's defaults). nil for a manifest without
 // permissions.
-func flatPermissions(manifestPerms *Value) *Value {
+func FlatPermissions(manifestPerms *Value) *Value {
 	if manifestPerms == nil || manifestPerms.Kind != Object {
 		return nil
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package lock
+package lockfile
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package lock
+package lockfile
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // fullEntry has a value for every V3 canonical field and every mutable
@@ -393,164 +392,6 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-func TestUpdaterPutRemove(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agentnode.lock")
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	u := &Updater{Path: path, LockPath: filepath.Join(dir, "l.lock"), Key: keyOf(vectorKey()), Now: func() time.Time { return now }}
-
-	// No lockfile: Put creates one, unsealed, everything verified.
-	e := mustValue(t, `{"version":"1.0.0","package_type":"toolpack","publisher_slug":"acme","trust_level":"unknown"}`)
-	if err := u.Put("one-pack", e); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := d.Verify(nil)
-	if entryStatus(r, "one-pack") != Verified || r.Structure.Status != Verified || r.Seal.Status != Missing {
-		t.Fatalf("after first put: %+v", r)
-	}
-	if got := stringField(d.Root, FieldUpdatedAt); got != "2026-01-02T03:04:05Z" {
-		t.Fatalf("updated_at %q", got)
-	}
-
-	// Start from the sealed vector: another entry is added, the existing
-	// ones keep their exact text, and the file is re-sealed.
-	_, data := vectorDoc(t)
-	if err := os.WriteFile(path, data, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Put("one-pack", e); err != nil {
-		t.Fatal(err)
-	}
-	after, _ := os.ReadFile(path)
-	d, err = Parse(after)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertAllVerified(t, d.Verify(keyOf(vectorKey())))
-	orig, _ := Parse(data)
-	for _, slug := range []string{"hello-tools", "legacy-pack"} {
-		if !bytes.Equal(Indented(orig.Entry(slug)), Indented(d.Entry(slug))) {
-			t.Errorf("entry %s changed", slug)
-		}
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
-		t.Errorf("mode %v, want 0640 kept", fi.Mode().Perm())
-	}
-	if SelectCanonicalVersion(d.Entry("one-pack")) != 3 || entryStatus(d.Verify(nil), "one-pack") != Verified {
-		t.Error("new entry not sealed at V3")
-	}
-	// A re-install keeps a trust_level cap the entry had.
-	d.Entry("one-pack").Set("trust_level", Str("unverified"))
-	d.Root.Delete(FieldSeal)
-	d.Seal(vectorKey())
-	if err := WriteFile(path, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Put("one-pack", mustValue(t, `{"version":"1.0.1","publisher_slug":"acme"}`)); err != nil {
-		t.Fatal(err)
-	}
-	d, _ = Load(path)
-	if got := stringField(d.Entry("one-pack"), "trust_level"); got != "unverified" || stringField(d.Entry("one-pack"), "version") != "1.0.1" {
-		t.Fatalf("re-install: trust_level %q, entry %s", got, Indented(d.Entry("one-pack")))
-	}
-	// Replacing an entry whose _integrity was tampered with is allowed.
-	d.Entry("one-pack").Set("version", Str("6.6.6"))
-	d.Root.Delete(FieldSeal)
-	d.Seal(vectorKey())
-	if err := WriteFile(path, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Put("one-pack", e); err != nil {
-		t.Fatalf("replacing a mismatching entry: %v", err)
-	}
-
-	// Remove drops it and re-seals; removing an absent slug writes nothing.
-	if err := u.Remove("one-pack"); err != nil {
-		t.Fatal(err)
-	}
-	d, _ = Load(path)
-	if d.Entry("one-pack") != nil {
-		t.Fatal("entry not removed")
-	}
-	assertAllVerified(t, d.Verify(keyOf(vectorKey())))
-	before, _ := os.ReadFile(path)
-	if err := u.Remove("never-there"); err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := os.ReadFile(path); !bytes.Equal(before, again) {
-		t.Fatal("removing an absent entry rewrote the lockfile")
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp-") {
-			t.Fatalf("temporary file left: %s", e.Name())
-		}
-	}
-}
-
-// Before anything changes, an update refuses a lockfile it cannot
-// account for; the file stays byte for byte as it was.
-func TestUpdaterRefusesBeforeChanging(t *testing.T) {
-	_, data := vectorDoc(t)
-	e := mustValue(t, `{"version":"1.0.0"}`)
-	cases := []struct {
-		name   string
-		key    KeyFunc
-		mutate func(d *Document)
-		raw    []byte
-		want   string
-	}{
-		{"seal key unreadable", func() ([]byte, error) { return nil, errors.New("keychain locked") }, nil, nil, "seal key cannot be read"},
-		{"another entry tampered", keyOf(vectorKey()), func(d *Document) { d.Entry("legacy-pack").Set("version", Str("6.6.6")) }, nil, "does not verify"},
-		{"seal broken", keyOf(vectorKey()), func(d *Document) { d.Entry("legacy-pack").Set("trust_level", Str("curated")) }, nil, "seal: mismatch"},
-		{"structure broken", keyOf(vectorKey()), func(d *Document) {
-			d.Root.Delete(FieldSeal)
-			d.Root.Get(FieldStructureDigest).Set("hash", Str(strings.Repeat("0", 64)))
-		}, nil, "structure_digest: mismatch"},
-		{"unsupported version", keyOf(vectorKey()), func(d *Document) { d.Root.Delete(FieldSeal); d.Root.Set(FieldLockfileVersion, Str("0.2")) }, nil, "unsupported"},
-		{"corrupt", keyOf(vectorKey()), nil, []byte(`{"packages":` + marker), "not valid JSON"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "agentnode.lock")
-			content := data
-			if c.mutate != nil {
-				d, _ := Parse(data)
-				c.mutate(d)
-				content = d.Marshal()
-			}
-			if c.raw != nil {
-				content = c.raw
-			}
-			if err := os.WriteFile(path, content, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			u := &Updater{Path: path, Key: c.key}
-			err := u.Check("one-pack")
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("check: %v, want %q", err, c.want)
-			}
-			if err := u.Put("one-pack", e); err == nil {
-				t.Fatal("put succeeded")
-			}
-			if err := u.Remove("hello-tools"); err == nil {
-				t.Fatal("remove succeeded")
-			}
-			if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
-				t.Fatal("the lockfile changed")
-			}
-		})
-	}
-}
-
 func TestIndentedRoundTrip(t *testing.T) {
 	in := `{"b":[],"a":{},"n":[1.0,1e5,-0,12345678901234567890],"s":"<\u2028>é\u0000"}`
 	v := mustValue(t, in)
@@ -561,42 +402,5 @@ func TestIndentedRoundTrip(t *testing.T) {
 	}
 	if got := string(Canonical(v)); got != "{\"a\":{},\"b\":[],\"n\":[1.0,1e5,-0,12345678901234567890],\"s\":\"<\u2028>é\\u0000\"}" {
 		t.Fatalf("canonical %s", got)
-	}
-}
-
-// deps_hash (the dependencies agentnode installed into a package) is
-// written by EntryFor, outside _integrity (AgentNode's canonical fields):
-// only the keyed seal catches a change, even with _integrity and the
-// structure_digest recomputed.
-func TestDepsHashOnlyBreaksTheSeal(t *testing.T) {
-	p := installDemo(t)
-	p.DepsHash = "sha256:" + strings.Repeat("12", 32)
-	e, err := EntryFor(p, EntryInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := stringField(e, FieldDepsHash); got != p.DepsHash {
-		t.Fatalf("entry deps_hash %q, want %q", got, p.DepsHash)
-	}
-	d := sealedDoc(t, e, 3)
-	e = d.Entry("pkg-one")
-	e.Set(FieldDepsHash, Str("sha256:"+strings.Repeat("34", 32)))
-	e.Set(FieldIntegrity, Integrity(e))
-	d.Root.Set(FieldStructureDigest, StructureDigest(d))
-	r := d.Verify(keyOf(vectorKey()))
-	if entryStatus(r, "pkg-one") != Verified || r.Structure.Status != Verified {
-		t.Fatalf("integrity/structure: %s/%s", entryStatus(r, "pkg-one"), r.Structure.Status)
-	}
-	if r.Seal.Status != Mismatch {
-		t.Fatalf("seal %s after changing deps_hash", r.Seal.Status)
-	}
-	// Without dependencies there is no deps_hash.
-	p.DepsHash = ""
-	if e, _ := EntryFor(p, EntryInfo{}); e.Get(FieldDepsHash) != nil {
-		t.Fatal("deps_hash written for a package without dependencies")
-	}
-	// A deps_hash that is not a string does not parse.
-	if _, err := Parse([]byte(`{"lockfile_version":"0.1","packages":{"a-b":{"deps_hash":1}}}`)); err == nil {
-		t.Fatal("a numeric deps_hash parsed")
 	}
 }

@@ -1,8 +1,8 @@
-package lock
+package lockfile
 
 // The seal key tests use a real OS keychain: run them with
 //
-//	AGENTNODE_REQUIRE_KEYRING=1 test/keyring.sh go test ./kernel/lock/
+//	AGENTNODE_REQUIRE_KEYRING=1 test/keyring.sh go test ./kernel/lockfile/
 //
 // Without one they skip, unless AGENTNODE_REQUIRE_KEYRING=1.
 
@@ -15,113 +15,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
-	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/specs"
 )
-
-const testManifest = `manifest_version: "0.2"
-package_id: demo-tools
-package_type: toolpack
-name: Demo
-publisher: acme
-version: 1.4.0
-summary: Demo tools.
-runtime: exec
-capabilities:
-  tools:
-    - name: echo
-      description: "Echo <b>\u00e9</b>"
-      entrypoint: bin/echo
-      action_type: read
-      input_schema: {type: object, properties: {ratio: {type: number, maximum: 1.5}}}
-    - name: env
-      description: Env.
-      entrypoint: bin/echo
-      input_schema: {type: object}
-permissions:
-  network: {level: none}
-  filesystem: {level: temp}
-  code_execution: {level: none}
-`
-
-func installDemo(t *testing.T) *store.Package {
-	t.Helper()
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "agentnode.yaml"), []byte(testManifest), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(src, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "bin", "echo"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p, err := pkginstall.Open(filepath.Join(t.TempDir(), "packages")).Install(src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestEntryFor(t *testing.T) {
-	p := installDemo(t)
-	e, err := EntryFor(p, EntryInfo{TrustLevel: "unknown", Source: SourceLocal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{
-		"version": "1.4.0", "package_type": "toolpack", "runtime": "exec", "entrypoint": "bin/echo",
-		"artifact_hash": p.ArtifactHash, "publisher_slug": "acme", "trust_level": "unknown", "source": "local",
-		"install_path": p.Dir,
-	}
-	for k, v := range want {
-		if got := stringField(e, k); got != v {
-			t.Errorf("%s = %q, want %q", k, got, v)
-		}
-	}
-	if e.Get("installed_at") == nil || e.Get(FieldIntegrity) != nil || e.Get("last_trust_check") != nil {
-		t.Errorf("entry %s", Indented(e))
-	}
-	tools := e.Get("tools")
-	if tools == nil || len(tools.Arr) != 2 || stringField(tools.Arr[0], "name") != "echo" {
-		t.Fatalf("tools %s", Indented(tools))
-	}
-	if max := tools.Arr[0].Get("input_schema").Get("properties").Get("ratio").Get("maximum"); max == nil || max.Str != "1.5" {
-		t.Fatalf("input_schema numbers not kept: %s", Indented(tools.Arr[0]))
-	}
-	// permissions in the flat form the AgentNode SDK reads, all five levels.
-	if got, want := string(Canonical(e.Get("permissions"))), `{"code_execution_level":"none","data_access_level":"input_only","filesystem_level":"temp","network_level":"none","user_approval_level":"never"}`; got != want {
-		t.Fatalf("permissions = %s, want %s", got, want)
-	}
-	if perms, shape, ok, err := EntryPermissions(e); err != nil || !ok || shape != ShapeFlat || perms.Filesystem != "temp" {
-		t.Fatalf("EntryPermissions = %+v, %s, %v, %v", perms, shape, ok, err)
-	}
-	if SelectCanonicalVersion(e) != 3 {
-		t.Fatal("install entries are canonical_version 3")
-	}
-	// Into a lockfile, and the result is valid by the JSON Schema.
-	path := filepath.Join(t.TempDir(), "agentnode.lock")
-	if err := (&Updater{Path: path}).Put(p.ID, e); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(path)
-	validateSchema(t, data, true)
-	d, _ := Parse(data)
-	r := d.Verify(nil)
-	if entryStatus(r, p.ID) != Verified || r.Structure.Status != Verified {
-		t.Fatalf("%+v", r)
-	}
-}
 
 func validateSchema(t *testing.T, data []byte, valid bool) {
 	t.Helper()

@@ -1,0 +1,10 @@
+// Package lockedit writes agentnode.lock for the front ends: install and
+// remove change one entry at a time (Updater, EntryFor) and `lock seal`
+// writes the sealed file (WriteFile) — specs/lockfile.md.
+//
+// It sits outside the kernel because no run writes the lockfile: a run
+// only reads and verifies it (kernel/lockfile). The primitives it writes
+// with stay there, one of each: the strict parser, the canonical JSON and
+// the on-disk form, _integrity, structure_digest, the keyed seal and its
+// key, and the flat permissions form.
+package lockedit
