@@ -182,7 +182,7 @@ func stagePlacement(ctx context.Context, st *state) error {
 		placement = PlacementHost
 	}
 	st.rememberPlacement()
-	if st.mcp != nil && len(st.mcp.domains) > 0 {
+	if st.mcp != nil && len(st.mcp.Domains) > 0 {
 		// Sealed egress exists only in the sandbox (mcp.go).
 		placement = PlacementSandbox
 	}
