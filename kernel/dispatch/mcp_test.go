@@ -276,4 +276,3 @@ func TestMCPServersKeepAlive(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
-
