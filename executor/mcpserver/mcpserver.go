@@ -7,7 +7,7 @@
 // mcp_allowed_domains (executor/egress, every connection audited by the
 // kernel through plan.Services) — and nothing from the host environment,
 // initializes an MCP session over its stdio, and makes the one tools/call
-// the pipeline decided through the Guard proxy (kernel/mcpproxy): only
+// the pipeline decided through the Guard proxy (executor/mcpproxy): only
 // declared tools, only with the decided input.
 //
 // Executor starts a server for one call and stops it after, its end
@@ -27,7 +27,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/mcpproxy"
+	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 )

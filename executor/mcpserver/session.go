@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentnode/agentnode/executor/egress"
-	"github.com/agentnode/agentnode/kernel/mcpproxy"
+	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"

@@ -26,7 +26,7 @@
 // placement the kernel decides, and kept running for the next calls
 // (executor/mcpserver.Servers, wired in as the kernel's mcp_server
 // executor): each call still goes through the whole pipeline and the Guard
-// proxy (kernel/mcpproxy). A server that died, failed a call
+// proxy (executor/mcpproxy). A server that died, failed a call
 // or timed out is replaced at the next call; Close stops them all.
 //
 // Per call: the kernel re-reads the config, re-checks the lockfile and
