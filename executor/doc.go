@@ -5,6 +5,9 @@
 //
 //	executor/toolpack  runs a toolpack's tool over the tool I/O protocol
 //	executor/agent     runs an agent in the sandbox over the agent protocol
+//	executor/mcpserver runs an mcp_server package's server and makes the
+//	                   decided tools/call (Servers keeps them running)
+//	executor/egress    starts the sealed egress proxy plugin of a sandbox
 //	executor/backend   the backends: the host (confined) and the sandbox
 //	                   backend plugins, behind one interface
 //	executor/hostexec  runs a process on the host: confined, bounded,
@@ -16,19 +19,34 @@ package executor
 import (
 	"github.com/agentnode/agentnode/executor/agent"
 	"github.com/agentnode/agentnode/executor/backend"
+	"github.com/agentnode/agentnode/executor/mcpserver"
 	"github.com/agentnode/agentnode/executor/toolpack"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 )
 
-// Registry is every executor and backend of this build.
+// Registry is every executor and backend of this build. Its mcp_server
+// executor starts a server per call; `agentnode mcp serve` replaces it
+// with a mcpserver.Servers that keeps them running (WithMCPServers).
 func Registry() *plan.Registry {
 	return &plan.Registry{
 		Executors: map[string]plan.Executor{
-			manifest.TypeToolpack: toolpack.Executor{},
-			manifest.TypeAgent:    agent.Executor{},
+			manifest.TypeToolpack:  toolpack.Executor{},
+			manifest.TypeAgent:     agent.Executor{},
+			manifest.TypeMCPServer: mcpserver.Executor{},
 		},
 		Backend: backend.For,
 		Host:    backend.Host{},
 	}
+}
+
+// WithMCPServers is a copy of reg whose mcp_server executor is servers
+// (`agentnode mcp serve`); reg itself is not changed.
+func WithMCPServers(reg *plan.Registry, servers *mcpserver.Servers) *plan.Registry {
+	c := &plan.Registry{Executors: map[string]plan.Executor{}, Backend: reg.Backend}
+	for k, v := range reg.Executors {
+		c.Executors[k] = v
+	}
+	c.Executors[manifest.TypeMCPServer] = servers
+	return c
 }

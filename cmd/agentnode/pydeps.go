@@ -14,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
+	"github.com/agentnode/agentnode/executor/egress"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/dispatch"
@@ -39,8 +40,9 @@ type depsSource struct {
 // gets them installed from src by pip in the configured sandbox backend,
 // with the image sandbox.python_installer_image (cmd/agentnode/pydeps). From an
 // index, a sealed egress proxy allowing the index's host on port 443 alone
-// is started for the install (dispatch.StartEgress: the MCP servers'
-// plugin, checks and audit records) and stopped after it; a teardown it
+// is started for the install (executor/egress with the kernel's audit,
+// dispatch.OpenEgressAudit: the MCP servers' plugin, checks and audit
+// records) and stopped after it; a teardown it
 // cannot verify fails the install. A package without dependencies needs
 // neither a source nor the sandbox. The returned cleanup stops the backend
 // plugin if one started.
@@ -109,16 +111,20 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 // pip runs stops the install; one whose teardown is not verified fails it.
 func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host *pluginhost.Host, in *pydeps.Installer,
 	idx pydeps.Index, m *manifest.Manifest, content string, reqs []string) ([]string, error) {
-	eg, err := dispatch.StartEgress(ctx, dispatch.EgressOptions{
-		Plugins:  host,
+	domains := []string{idx.Host}
+	a, err := dispatch.OpenEgressAudit(dispatch.EgressAuditOptions{
 		AuditDir: home.AuditDir(dir),
 		Audit: audit.Options{MaxSizeBytes: cfg.Audit.MaxSizeMB << 20, MaxFiles: int(cfg.Audit.MaxFiles),
 			Anchor: audit.HomeAnchor(home.AuditAnchorPath(dir))},
 		Base: audit.Record{Package: m.PackageID, Version: m.Version, Placement: dispatch.PlacementSandbox,
 			Backend: in.Backend, Env: audit.Env{Root: os.Geteuid() == 0}},
-		What:    fmt.Sprintf("installing the dependencies of %s from %s", m.PackageID, idx.URL),
-		Domains: []string{idx.Host},
+		Domains: domains,
 	})
+	if err != nil {
+		return nil, err
+	}
+	eg, err := egress.Start(ctx, egress.Options{Plugins: host, Audit: a, Domains: domains,
+		What: fmt.Sprintf("installing the dependencies of %s from %s", m.PackageID, idx.URL)})
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,11 @@ func (s *testServices) Broker(ctx context.Context) (*broker.Client, error) {
 
 func (s *testServices) PrestartBroker() {}
 
+// EgressAudit: an agent never has sealed egress.
+func (s *testServices) EgressAudit([]string) (plan.EgressAudit, error) {
+	return nil, reason.New(reason.EgressDenied, "agents have no sealed egress")
+}
+
 // fakeAgent is the agent's side of a session: the test writes raw lines as
 // the agent would (the attacker's side) and reads the host's replies.
 type fakeAgent struct {

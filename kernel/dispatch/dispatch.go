@@ -64,14 +64,11 @@ type Kernel struct {
 	PromptTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// MCPServers keeps the servers of mcp_server packages running across
-	// calls (agentnode mcp serve); nil starts one per call and stops it
-	// after (mcp.go).
-	MCPServers *MCPServers
 	// Executors are the executors and backends that run what the
 	// pipeline decided (kernel/plan; cmd/agentnode wires executor.Registry
-	// in). Without an executor for a package type, an allowed call of it
-	// fails closed after its decision record.
+	// in, and `agentnode mcp serve` an mcp_server executor that keeps
+	// servers running across calls). Without an executor for a package
+	// type, an allowed call of it fails closed after its decision record.
 	Executors *plan.Registry
 }
 
@@ -153,7 +150,7 @@ type state struct {
 	// the installed version and artifact (nil otherwise); mcp is the
 	// checked launch of an mcp_server package (mcp.go).
 	lockEntry *lockfile.Value
-	mcp       *mcpPlan
+	mcp       *plan.MCPLaunch
 	// prestarted says what prestart has started (warm.go).
 	prestarted struct{ evaluators, pkg bool }
 }

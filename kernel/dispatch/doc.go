@@ -12,11 +12,11 @@
 //
 // The pipeline decides; it does not run tools. Execute hands the decision
 // as a kernel/plan.Plan to the executor cmd/agentnode wired in for the
-// package type (Kernel.Executors: executor/toolpack, executor/agent, on
-// the host or sandbox backend of executor/backend), and the kernel keeps
-// the order and the audit: decision record (fsync) before, outcome record
-// after. What an executor asks of the kernel while it runs (an agent's
-// tool and LLM calls) goes through plan.Services (services.go), where the
-// decisions and records stay. MCP servers are still executed in this
-// package (mcp.go, mcp_session.go, egress.go).
+// package type (Kernel.Executors: executor/toolpack, executor/agent,
+// executor/mcpserver, on the host or sandbox backend of executor/backend),
+// and the kernel keeps the order and the audit: decision record (fsync)
+// before, outcome record after. What an executor asks of the kernel while
+// it runs (an agent's tool and LLM calls, the audit of an MCP server's
+// sealed egress) goes through plan.Services (services.go, egress.go),
+// where the decisions and records stay.
 package dispatch

@@ -3,19 +3,14 @@ package dispatch
 import (
 	"context"
 
-	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
 // stageExecute hands the decided call to the executor of its package type
 // (Kernel.Executors, wired in by cmd/agentnode: the kernel imports no
-// executor) as a plan, and takes the outcome back into the result. MCP
-// servers are still executed here (mcp.go).
+// executor) as a plan, and takes the outcome back into the result.
 func stageExecute(ctx context.Context, st *state) error {
-	if st.pkg.Manifest.PackageType == manifest.TypeMCPServer {
-		return executeMCP(ctx, st) // mcp.go: one guarded tools/call
-	}
 	typ := st.pkg.Manifest.PackageType
 	var ex plan.Executor
 	if st.k.Executors != nil {
@@ -58,6 +53,9 @@ func (st *state) plan() (*plan.Plan, error) {
 		Agent: plan.AgentSettings{SandboxEnabled: st.set.agentSandboxEnabled, LLM: st.set.agentLLM,
 			Providers: st.set.llmProviders},
 		Services: &services{st: st},
+		MCP:      st.mcp,
+		Image:    st.image(),
+		Plugins:  st.k.Plugins,
 	}, nil
 }
 
@@ -68,6 +66,9 @@ func (st *state) takeOutcome(out *plan.Outcome) {
 	r := st.res
 	r.Ran, r.ExitCode, r.OK, r.Output, r.Error, r.Stderr, r.DurationMS =
 		out.Ran, out.ExitCode, out.OK, out.Output, out.Error, out.Stderr, out.DurationMS
+	for _, w := range out.Warnings {
+		st.k.warn(st, w)
+	}
 	if !out.Ran || st.res.Placement != PlacementHost {
 		return
 	}
@@ -90,9 +91,13 @@ func (st *state) backend() (plan.Backend, error) {
 	if reg == nil || reg.Backend == nil {
 		return nil, reason.New(reason.SandboxUnavailable, "no backends are wired into this agentnode")
 	}
-	var img plan.Image
-	if st.img != nil {
-		img = plan.Image{Ref: st.img.Ref, Store: st.img.Store}
+	return reg.Backend(st.res.Placement, st.set.backend, st.sandbox, st.image())
+}
+
+// image is the sandbox image the placement checked (zero on the host).
+func (st *state) image() plan.Image {
+	if st.img == nil {
+		return plan.Image{}
 	}
-	return reg.Backend(st.res.Placement, st.set.backend, st.sandbox, img)
+	return plan.Image{Ref: st.img.Ref, Store: st.img.Store, ConfigDigest: st.img.ConfigDigest}
 }

@@ -111,7 +111,7 @@ func classify(m *manifest.Manifest, tool *manifest.Tool) []policy.Action {
 // checkInput refuses, before the decision, an input the tool could not be
 // given (toolio.CheckInput: not one JSON object in valid UTF-8, or too
 // large): such a request is denied (input_denied), never allowed and then
-// failed. An mcp_server call with no input is called with {} (executeMCP).
+// failed. An mcp_server call with no input is called with {} (executor/mcpserver).
 func checkInput(pkg *store.Package, input json.RawMessage) error {
 	if pkg.Manifest.PackageType == manifest.TypeMCPServer && len(bytes.TrimSpace(input)) == 0 {
 		return nil
@@ -181,7 +181,7 @@ func stagePlacement(ctx context.Context, st *state) error {
 		placement = PlacementHost
 	}
 	st.rememberPlacement()
-	if st.mcp != nil && len(st.mcp.domains) > 0 {
+	if st.mcp != nil && len(st.mcp.Domains) > 0 {
 		// Sealed egress exists only in the sandbox (mcp.go).
 		placement = PlacementSandbox
 	}

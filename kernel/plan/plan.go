@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
@@ -59,8 +60,35 @@ type Plan struct {
 	// Agent are the host's agent settings (agent plans).
 	Agent AgentSettings
 	// Services is the kernel's side of a run that makes requests of its
-	// own (agent plans).
+	// own (agent plans) or whose sealed egress the kernel audits
+	// (mcp_server plans).
 	Services Services
+	// MCP is the checked launch of an mcp_server package (mcp_server
+	// plans; nil otherwise).
+	MCP *MCPLaunch
+	// Image is the sandbox image the placement checked (sandbox
+	// placement; zero on the host).
+	Image Image
+	// Plugins is the run's plugin host: it runs the sandbox backend, and
+	// starts a sealed egress proxy (mcp_server plans).
+	Plugins *pluginhost.Host
+}
+
+// MCPLaunch is how the decision found an mcp_server package's server may
+// be started: preinstalled and pinned (from the sealed lockfile entry when
+// there is one), its sealed egress domains and its declared tools.
+type MCPLaunch struct {
+	// Command is the checked mcp_server.command.
+	Command *manifest.MCPCommand
+	// HostInterpreter is the host path of Command.Interpreter (host
+	// placement), resolved on a fixed system PATH.
+	HostInterpreter string
+	// Domains are the sealed mcp_allowed_domains (sandbox placement
+	// only): the server gets a sealed egress proxy allowing them.
+	Domains []string
+	// Declared maps each declared tool to its name on the server (the
+	// tool's entrypoint): nothing else is exposed or called.
+	Declared map[string]string
 }
 
 // Outcome is what an execution produced, filled as far as it got.
@@ -76,6 +104,9 @@ type Outcome struct {
 	// Confinement is the host backend's note when a host run was less
 	// than fully confined ("unconfined: landlock unavailable"), "" else.
 	Confinement string
+	// Warnings are the executor's warnings for the caller (an MCP server
+	// that does not offer a declared tool).
+	Warnings []string
 }
 
 // Executor runs plans of one package type (toolpack, agent, mcp_server).
@@ -221,4 +252,7 @@ type Host interface {
 type Image struct {
 	Ref   string // name@sha256:...
 	Store string // the image store the kernel verified Ref in; the backend resolves Ref there
+	// ConfigDigest is the image's config digest (what a kept MCP server
+	// was started from).
+	ConfigDigest string
 }

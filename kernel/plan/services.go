@@ -9,6 +9,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/broker"
+	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // LLMCallTool is the tool name of an agent's LLM calls for Guard and the
@@ -44,6 +45,33 @@ type Services interface {
 	// had); PrestartBroker starts it ahead of its first call.
 	Broker(ctx context.Context) (*broker.Client, error)
 	PrestartBroker()
+	// EgressAudit opens the audit of a sealed egress proxy for the plan's
+	// package allowing domains (the sealed mcp_allowed_domains): its own
+	// handle of the audit log, records carrying the run's request id,
+	// package, version, trust, placement and backend. It outlives the run
+	// (a kept MCP server's proxy serves later calls too).
+	EgressAudit(domains []string) (EgressAudit, error)
+}
+
+// EgressAudit is the kernel's side of one sealed egress proxy
+// (specs/egress.md): the proxy reports each connection, the kernel writes
+// its audit record, and only then does the proxy go on. The kernel also
+// checks every allow the proxy reports against the sealed allowlist.
+type EgressAudit interface {
+	// Audit writes the record of one event before the proxy acknowledges
+	// it; an error refuses the connection. An allow outside the
+	// allowlist (another host or port) is recorded as a deny, refused,
+	// and fails the session (Violated).
+	Audit(e egress.Event) error
+	// Violated is closed at the first allow outside the allowlist;
+	// Violation is that allow, or nil.
+	Violated() <-chan struct{}
+	Violation() error
+	// Denied lists the reasons of the first refused connections
+	// ("host:port: why").
+	Denied() []string
+	// Close closes the audit log handle.
+	Close() error
 }
 
 // ToolResult is what a nested run (Services.RunTool) tells its caller.

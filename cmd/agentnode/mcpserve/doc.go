@@ -24,8 +24,9 @@
 //
 // An mcp_server package's server is started at its first call, on the
 // placement the kernel decides, and kept running for the next calls
-// (dispatch.MCPServers): each call still goes through the whole pipeline
-// and the Guard proxy (kernel/mcpproxy). A server that died, failed a call
+// (executor/mcpserver.Servers, wired in as the kernel's mcp_server
+// executor): each call still goes through the whole pipeline and the Guard
+// proxy (executor/mcpproxy). A server that died, failed a call
 // or timed out is replaced at the next call; Close stops them all.
 //
 // Per call: the kernel re-reads the config, re-checks the lockfile and

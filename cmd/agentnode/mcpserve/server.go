@@ -13,8 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/executor"
+	"github.com/agentnode/agentnode/executor/mcpserver"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/toolio"
@@ -24,6 +27,8 @@ import (
 type Options struct {
 	// Kernel is the template of every call: HomeDir (required),
 	// ConfigPath, Environ, Root, Warn, StageTimeout, PromptTimeout, Now.
+	// Executors runs what was decided; its mcp_server executor is
+	// replaced by the server's kept servers (executor.WithMCPServers).
 	// Plugins, Interactive and Ask are the server's: the plugin host comes
 	// from NewPlugins, and a call is never interactive (stdin is the MCP
 	// stream, not a person), so every prompt is a deny (policy_prompt).
@@ -53,7 +58,10 @@ type Server struct {
 	plugins *pluginPool
 	// servers keeps the mcp_server packages' servers running across
 	// calls.
-	servers *dispatch.MCPServers
+	servers *mcpserver.Servers
+	// executors is Kernel.Executors with servers as its mcp_server
+	// executor (nil when Kernel.Executors is).
+	executors *plan.Registry
 
 	// mu guards registered and serializes refreshes.
 	mu         sync.Mutex
@@ -76,13 +84,18 @@ func New(opts Options) *Server {
 		homeDir := opts.Kernel.HomeDir
 		opts.NewPlugins = func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: homeDir}) }
 	}
-	servers := dispatch.NewMCPServers()
+	servers := mcpserver.NewServers()
+	var executors *plan.Registry
+	if opts.Kernel.Executors != nil {
+		executors = executor.WithMCPServers(opts.Kernel.Executors, servers)
+	}
 	s := &Server{
 		opts: opts,
 		// A retired plugin host's sandbox may run MCP servers: they are
 		// stopped (their containers removed) before it is closed.
 		plugins:    &pluginPool{newHost: opts.NewPlugins, beforeClose: servers.StopFor},
 		servers:    servers,
+		executors:  executors,
 		registered: map[string][]byte{},
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version},
@@ -280,7 +293,7 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	}
 	k := s.opts.Kernel // a copy per call: the kernel keeps no per-call state of its own
 	k.Plugins = g.host
-	k.MCPServers = s.servers
+	k.Executors = s.executors
 	k.Interactive = false
 	k.Ask = nil
 	out, runErr := k.Run(ctx, &dispatch.Request{Package: pkg, Tool: tool, Input: input})

@@ -14,10 +14,13 @@
 // and forwards the call only when it allows. A refusal never reaches the
 // server.
 //
-// Used by kernel/dispatch for `agentnode run` (one call per server
-// session) and, through it, by cmd/agentnode/mcpserve (a session kept alive per
-// package across calls). NewServer turns a Proxy into an MCP server, for
-// callers that want the guarded server itself on a transport.
+// Used by the mcp_server executor (executor/mcpserver) for `agentnode
+// run` (one call per server session) and `agentnode mcp serve` (a session
+// kept alive per package across calls), after the kernel decided the call.
+// It sits with the executors because it runs on the server session, which
+// only an executor holds; the kernel never imports it. NewServer turns a
+// Proxy into an MCP server, for callers that want the guarded server
+// itself on a transport.
 package mcpproxy
 
 import (
@@ -46,7 +49,7 @@ type Options struct {
 	// to the name of the tool on the server. Nothing else is exposed.
 	Declared map[string]string
 	// Decide decides each call; nil allows every declared tool (the caller
-	// decided before, as kernel/dispatch does).
+	// decided before, as the kernel pipeline does).
 	Decide Decide
 }
 
