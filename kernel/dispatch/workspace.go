@@ -119,6 +119,19 @@ func (st *state) grantWorkspace() {
 	st.res.Workspace = g
 }
 
+// grantedWorkspacePath is the granted workspace's path for the
+// inspectors ("" when none was granted), deciding the grant if it was not
+// yet.
+func (st *state) grantedWorkspacePath() string {
+	if st.res.Workspace == nil {
+		st.grantWorkspace()
+	}
+	if w := st.workspace(); w != nil {
+		return w.Path
+	}
+	return ""
+}
+
 // workspace is the plan's workspace: nil unless granted.
 func (st *state) workspace() *sandbox.Workspace {
 	g := st.res.Workspace
