@@ -35,13 +35,15 @@ type WorkspaceGrant struct {
 	Reason string `json:"reason,omitempty"` // why none
 }
 
-// systemTrees are host trees no workspace may be in.
-var systemTrees = []string{"/proc", "/sys", "/dev"}
+// systemTrees are host trees no workspace may be in: the kernel's, and
+// /run, where the system's and the engines' sockets live (a socket in a
+// workspace is reachable with connect(2), read-only or not).
+var systemTrees = []string{"/proc", "/sys", "/dev", "/run"}
 
 // ResolveWorkspace checks a directory named with --workspace and returns
 // it absolute and symlink-free. It is refused (workspace_invalid) when it
-// does not exist, is not a directory, is "/", is under /proc, /sys or
-// /dev, or is inside home (AGENTNODE_HOME: the store, the audit log, the
+// does not exist, is not a directory, is "/", is under /proc, /sys, /dev
+// or /run, or is inside home (AGENTNODE_HOME: the store, the audit log, the
 // keys) or contains it.
 func ResolveWorkspace(dir, home string) (string, error) {
 	refuse := func(format string, args ...any) error {

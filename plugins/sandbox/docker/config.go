@@ -249,7 +249,7 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 	tmpfs = map[string]string{}
 	havePack := false
 	var pack mount.Mount
-	var egress []mount.Mount
+	var egress, workspace []mount.Mount
 	for _, m := range ms {
 		switch {
 		case engineManaged[m.Destination] && m.Type == engineManagedType[m.Destination]:
@@ -307,6 +307,12 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 					Propagation:  mount.PropagationRPrivate,
 				},
 			})
+		case m.Type == "bind" && m.Destination == m.Source && len(workspace) == 0:
+			ws, err := workspaceMount(m)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			workspace = append(workspace, ws)
 		default:
 			return nil, 0, nil, fmt.Errorf("profile: mount %s (%s) has no Docker mapping", m.Destination, m.Type)
 		}
@@ -314,7 +320,36 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 	if !havePack || shmSize == 0 || len(tmpfs) == 0 {
 		return nil, 0, nil, errors.New("profile: the package mount, /dev/shm and the tmpfs mounts are required")
 	}
-	return tmpfs, shmSize, append([]mount.Mount{pack}, egress...), nil
+	return tmpfs, shmSize, append(append([]mount.Mount{pack}, egress...), workspace...), nil
+}
+
+// workspaceMount maps the workspace's bind mount (sandbox.Spec.Workspace:
+// the same path inside, nosuid, nodev, noexec, ro unless writable). A
+// Docker bind mount cannot be noexec, nosuid or nodev, so the workspace is
+// an anonymous volume of the local driver that binds the directory with
+// those options (the driver remounts the bind with them); it goes with
+// the container (removed with RemoveVolumes).
+func workspaceMount(m specs.Mount) (mount.Mount, error) {
+	if !filepath.IsAbs(m.Source) || filepath.Clean(m.Source) != m.Source || strings.ContainsAny(m.Source, ",\n") {
+		return mount.Mount{}, fmt.Errorf("profile: the workspace %q cannot be passed to Docker (a clean absolute path without ',' or newlines)", m.Source)
+	}
+	want := append(slices.Clone(profile.WorkspaceMountOptions), "ro")
+	ro := slices.Equal(m.Options, want)
+	if !ro && !slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "rw")) {
+		return mount.Mount{}, fmt.Errorf("profile: workspace mount %s: options %v", m.Destination, m.Options)
+	}
+	o := strings.Join(m.Options, ",")
+	return mount.Mount{
+		Type:     mount.TypeVolume,
+		Target:   m.Destination,
+		ReadOnly: ro,
+		VolumeOptions: &mount.VolumeOptions{
+			NoCopy: true,
+			DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{
+				"type": "none", "device": m.Source, "o": o,
+			}},
+		},
+	}, nil
 }
 
 // engineManaged are the profile's mounts Docker sets up itself (with the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -163,6 +164,37 @@ func TestValidate(t *testing.T) {
 	for _, id := range []string{"", "busybox", "sha256:" + strings.Repeat("F", 64), "sha256:abc", "x@sha256:" + strings.Repeat("f", 64), "sha512:" + strings.Repeat("f", 64)} {
 		if validateImageID(id) == nil {
 			t.Errorf("validateImageID(%q) accepted", id)
+		}
+	}
+}
+
+// TestContainerConfigWorkspace: the workspace is a local-driver volume
+// binding the directory at its own path with noexec, nosuid, nodev (a
+// Docker bind mount cannot have them), read-only unless writable, and the
+// working directory.
+func TestContainerConfigWorkspace(t *testing.T) {
+	for _, w := range []struct {
+		writable bool
+		mode     string
+	}{{false, "ro"}, {true, "rw"}} {
+		s := testSpec()
+		s.Workspace = &sandbox.Workspace{Path: "/home/u/project", Writable: w.writable}
+		cs, err := containerConfig(s, testImageID, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.config.WorkingDir != "/home/u/project" {
+			t.Errorf("working dir %q", cs.config.WorkingDir)
+		}
+		i := slices.IndexFunc(cs.host.Mounts, func(m mount.Mount) bool { return m.Target == "/home/u/project" })
+		if i < 0 {
+			t.Fatalf("no workspace mount in %+v", cs.host.Mounts)
+		}
+		m := cs.host.Mounts[i]
+		want := map[string]string{"type": "none", "device": "/home/u/project", "o": "bind,nosuid,nodev,noexec," + w.mode}
+		if m.Type != mount.TypeVolume || m.ReadOnly == w.writable || m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil ||
+			m.VolumeOptions.DriverConfig.Name != "local" || !maps.Equal(m.VolumeOptions.DriverConfig.Options, want) {
+			t.Errorf("workspace mount %+v (%+v)", m, m.VolumeOptions)
 		}
 	}
 }

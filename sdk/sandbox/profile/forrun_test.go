@@ -190,6 +190,8 @@ func TestForRunRejects(t *testing.T) {
 		{"workspace over /sys", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/sys"} }, "Workspace.Path"},
 		{"workspace above egress", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/run"} }, "Workspace.Path"},
 		{"workspace at HOME", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: HomeDir} }, "Workspace.Path"},
+		{"workspace holding an engine socket", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/var/run"} }, "Workspace.Path"},
+		{"workspace holding podman's socket", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/run/podman"} }, "Workspace.Path"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := validRun()

@@ -294,7 +294,22 @@ func CheckWorkspace(w sandbox.Workspace) error {
 	if err != nil {
 		return err
 	}
-	return checkWorkspaceMounts(w.Path, base.Mounts)
+	if err := checkWorkspaceMounts(w.Path, base.Mounts); err != nil {
+		return err
+	}
+	return checkWorkspaceSockets(w.Path)
+}
+
+// checkWorkspaceSockets refuses a workspace that holds a well-known
+// container engine socket: a bind mount, read-only or not, does not stop
+// connect(2) on a socket in it.
+func checkWorkspaceSockets(p string) error {
+	for _, sock := range engineSockets {
+		if within(sock, p) {
+			return fmt.Errorf("profile: Workspace.Path: %s contains the container engine socket %s: never mounted into a sandbox", p, sock)
+		}
+	}
+	return nil
 }
 
 func checkWorkspacePath(p string) error {
@@ -341,6 +356,9 @@ func applyWorkspace(s *specs.Spec, w sandbox.Workspace) error {
 		return err
 	}
 	if err := checkWorkspaceMounts(w.Path, s.Mounts); err != nil {
+		return err
+	}
+	if err := checkWorkspaceSockets(w.Path); err != nil {
 		return err
 	}
 	mode := "ro"
