@@ -328,21 +328,22 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 // Docker bind mount cannot be noexec, nosuid or nodev, so the workspace is
 // an anonymous volume of the local driver that binds the directory with
 // those options (the driver remounts the bind with them); it goes with
-// the container (removed with RemoveVolumes).
+// the container (removed with RemoveVolumes). Read-only is the "ro" among
+// the driver's options.
 func workspaceMount(m specs.Mount) (mount.Mount, error) {
 	if !filepath.IsAbs(m.Source) || filepath.Clean(m.Source) != m.Source || strings.ContainsAny(m.Source, ",\n") {
 		return mount.Mount{}, fmt.Errorf("profile: the workspace %q cannot be passed to Docker (a clean absolute path without ',' or newlines)", m.Source)
 	}
-	want := append(slices.Clone(profile.WorkspaceMountOptions), "ro")
-	ro := slices.Equal(m.Options, want)
+	ro := slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "ro"))
 	if !ro && !slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "rw")) {
 		return mount.Mount{}, fmt.Errorf("profile: workspace mount %s: options %v", m.Destination, m.Options)
 	}
+	// "ro" is in the driver's options (Docker refuses ReadOnly on an
+	// anonymous volume): the driver's bind is read-only itself.
 	o := strings.Join(m.Options, ",")
 	return mount.Mount{
-		Type:     mount.TypeVolume,
-		Target:   m.Destination,
-		ReadOnly: ro,
+		Type:   mount.TypeVolume,
+		Target: m.Destination,
 		VolumeOptions: &mount.VolumeOptions{
 			NoCopy: true,
 			DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{

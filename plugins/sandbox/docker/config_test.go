@@ -192,7 +192,7 @@ func TestContainerConfigWorkspace(t *testing.T) {
 		}
 		m := cs.host.Mounts[i]
 		want := map[string]string{"type": "none", "device": "/home/u/project", "o": "bind,nosuid,nodev,noexec," + w.mode}
-		if m.Type != mount.TypeVolume || m.ReadOnly == w.writable || m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil ||
+		if m.Type != mount.TypeVolume || m.ReadOnly || m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil ||
 			m.VolumeOptions.DriverConfig.Name != "local" || !maps.Equal(m.VolumeOptions.DriverConfig.Options, want) {
 			t.Errorf("workspace mount %+v (%+v)", m, m.VolumeOptions)
 		}
