@@ -327,15 +327,21 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 // the same path inside, nosuid, nodev, noexec, ro unless writable). A
 // Docker bind mount cannot be noexec, nosuid or nodev, so the workspace is
 // an anonymous volume of the local driver that binds the directory with
-// those options (the driver remounts the bind with them); it goes with
-// the container (removed with RemoveVolumes). Read-only is the "ro" among
-// the driver's options.
+// those options; it goes with the container (removed with RemoveVolumes).
+// The driver applies them by remounting the bind read-only, and only then:
+// a writable workspace is refused (it would be executable), so on Docker a
+// workspace is read-only or not at all.
 func workspaceMount(m specs.Mount) (mount.Mount, error) {
 	if !filepath.IsAbs(m.Source) || filepath.Clean(m.Source) != m.Source || strings.ContainsAny(m.Source, ",\n") {
 		return mount.Mount{}, fmt.Errorf("profile: the workspace %q cannot be passed to Docker (a clean absolute path without ',' or newlines)", m.Source)
 	}
-	ro := slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "ro"))
-	if !ro && !slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "rw")) {
+	if slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "rw")) {
+		// The local driver applies a bind's flags only by remounting
+		// it read-only: a writable bind would not be noexec.
+		return mount.Mount{}, errors.New("a writable workspace cannot be mounted noexec by Docker " +
+			"(its bind mounts take no noexec, nosuid or nodev): use the libcontainer or podman backend, or a read-only workspace")
+	}
+	if !slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "ro")) {
 		return mount.Mount{}, fmt.Errorf("profile: workspace mount %s: options %v", m.Destination, m.Options)
 	}
 	// "ro" is in the driver's options (Docker refuses ReadOnly on an
