@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/mcpserve"
+	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -35,7 +36,8 @@ func newMCPCmd() *cobra.Command {
 }
 
 func newMCPServeCmd() *cobra.Command {
-	return &cobra.Command{
+	var workspace string
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a stdio MCP server exposing every installed toolpack tool as <package>__<tool>",
 		Long: "A stdio MCP server: each installed toolpack tool is an MCP tool named <package>__<tool>, and every\n" +
@@ -49,6 +51,12 @@ func newMCPServeCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, false, reason.New(reason.NotSetUp, "%w", err))
 			}
+			if cmd.Flags().Changed("workspace") {
+				// Refused before anything is served.
+				if workspace, err = dispatch.ResolveWorkspace(workspace, dir); err != nil {
+					return fail(cmd, false, err)
+				}
+			}
 			in, out, err := mcpStdio(cmd)
 			if err != nil {
 				return fail(cmd, false, err)
@@ -60,6 +68,9 @@ func newMCPServeCmd() *cobra.Command {
 			// MCP clients start servers in a directory of their choosing;
 			// say which lockfile the calls are checked against.
 			fmt.Fprintf(errw, "agentnode mcp: serving %s (lockfile %s)\n", dir, lockfilePath())
+			if workspace != "" {
+				fmt.Fprintf(errw, "agentnode mcp: workspace %s, granted to each tool as its filesystem level allows\n", termsafe.Line(workspace))
+			}
 			k, _, err := newKernel()
 			if err != nil {
 				return fail(cmd, false, err)
@@ -71,6 +82,7 @@ func newMCPServeCmd() *cobra.Command {
 				NewPlugins: func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: dir}) },
 				Version:    version,
 				Log:        errw,
+				Workspace:  workspace,
 			})
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -82,6 +94,8 @@ func newMCPServeCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours every call may use, as each tool's permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
+	return cmd
 }
 
 // mcpStdio returns the MCP stream. When it is the process's own stdin and

@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 	var (
 		input, inputFile string
 		jsonOut, dryRun  bool
+		workspace        string
 	)
 	cmd := &cobra.Command{
 		Use:   "run PKG TOOL --input JSON|--input-file F",
@@ -48,9 +49,15 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
+			if cmd.Flags().Changed("workspace") {
+				// Refused here, before anything is decided or run.
+				if workspace, err = dispatch.ResolveWorkspace(workspace, k.HomeDir); err != nil {
+					return fail(cmd, jsonOut, err)
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, runErr := k.Run(ctx, &dispatch.Request{Package: args[0], Tool: args[1], Input: raw, DryRun: dryRun})
+			res, runErr := k.Run(ctx, &dispatch.Request{Package: args[0], Tool: args[1], Input: raw, DryRun: dryRun, Workspace: workspace})
 			return printRun(cmd, jsonOut, res, runErr)
 		},
 	}
@@ -58,6 +65,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&inputFile, "input-file", "", "read the tool input from a file (- for stdin)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the decision and result as JSON")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decide and print the decision and placement; run nothing, audit nothing")
+	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours the tool may use, as its permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
 	cmd.MarkFlagsMutuallyExclusive("input", "input-file")
 	return cmd
 }
@@ -208,6 +216,9 @@ func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr err
 				// Refused before the policy stage scored it.
 				fmt.Fprintf(out, "actions:   %s\n", actions)
 			}
+		}
+		if res.Workspace != nil {
+			fmt.Fprintf(out, "workspace: %s\n", termsafe.Line(res.Workspace.String()))
 		}
 		if res.Code != "" {
 			fmt.Fprintf(out, "code:      %s\nreason:    %s\n", res.Code, termsafe.Line(res.Reason))

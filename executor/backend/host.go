@@ -50,6 +50,9 @@ func (Host) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
 		MaxStderr:    t.MaxStderr,
 		Confine:      &hostexec.Confinement{Mode: t.HostConfinement, Network: t.HostNetwork},
 	}
+	if t.Workspace != nil {
+		req.Workspace = &hostexec.Workspace{Path: t.Workspace.Path, Writable: t.Workspace.Writable}
+	}
 	switch c := t.Command; {
 	case c.Python != nil:
 		req.Entrypoint = c.Python.Entrypoint

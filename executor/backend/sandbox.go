@@ -52,6 +52,7 @@ func (s *Sandbox) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
 			Timeout:      t.Timeout,
 			Network:      false,
 			EgressSocket: t.EgressSocket,
+			Workspace:    t.Workspace,
 		},
 		Stdin:  stdin,
 		Stdout: stdout,

@@ -35,6 +35,11 @@ type Policy struct {
 	// WorkDir may be read and written, not executed (absolute,
 	// symlink-free).
 	WorkDir string
+	// Workspace, when set, is the user's workspace directory granted to
+	// the run (absolute, symlink-free): read, and with WorkspaceWritable
+	// written like WorkDir; never executed.
+	Workspace         string
+	WorkspaceWritable bool
 	// Network allows AF_INET and AF_INET6 sockets.
 	Network bool
 	// Landlock is how Landlock is applied.

@@ -93,6 +93,13 @@ func (p *Policy) rules() []landlockRule {
 		{path: p.WorkDir, access: fsWorkDir},
 		{path: p.PackageDir, access: fsRead | fsExec},
 	}
+	if p.Workspace != "" {
+		access := uint64(fsRead)
+		if p.WorkspaceWritable {
+			access = fsWorkDir
+		}
+		rs = append(rs, landlockRule{path: p.Workspace, access: access})
+	}
 	for _, d := range ReadOnlyDirs() {
 		rs = append(rs, landlockRule{path: d, access: fsRead | fsExec, optional: true})
 	}

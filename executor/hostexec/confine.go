@@ -69,9 +69,14 @@ func planConfinement(c *Confinement) (*confinePlan, error) {
 	return &confinePlan{network: c.Network, assessed: assessed}, nil
 }
 
-// policy is the confinement of a run in packDir with work dir work.
-func (p *confinePlan) policy(packDir, work string) *confine.Policy {
-	return &confine.Policy{PackageDir: packDir, WorkDir: work, Network: p.network, Landlock: p.assessed.Landlock}
+// policy is the confinement of a run in packDir with work dir work and
+// workspace ws (nil: none).
+func (p *confinePlan) policy(packDir, work string, ws *Workspace) *confine.Policy {
+	pol := &confine.Policy{PackageDir: packDir, WorkDir: work, Network: p.network, Landlock: p.assessed.Landlock}
+	if ws != nil {
+		pol.Workspace, pol.WorkspaceWritable = ws.Path, ws.Writable
+	}
+	return pol
 }
 
 // note is Result.Confinement.

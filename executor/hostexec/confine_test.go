@@ -896,3 +896,82 @@ func TestConfinedPythonRuntime(t *testing.T) {
 		t.Errorf("python with an Interpreter: %v", err)
 	}
 }
+
+// TestConfinedWorkspace: a granted workspace is the working directory;
+// read-only it is read and not written; read-write it is written; nothing
+// in it executes; a symlink in it to a file outside does not reach that
+// file; without it granted, it is out of reach like any user file.
+func TestConfinedWorkspace(t *testing.T) {
+	requireLandlock(t)
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "in.csv"), []byte("a,b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	pack := newPack(t, `pwd
+cat in.csv && echo READ
+cat link && echo LEAKED
+echo out > out.txt && echo WROTE
+cp /bin/true ./payload && ./payload && echo EXECUTED
+exit 0
+`)
+	for _, c := range []struct {
+		name string
+		ws   *Workspace
+		want []string // lines of stdout
+	}{
+		{"read-only", &Workspace{Path: ws}, []string{ws, "a,b", "READ"}},
+		{"read-write", &Workspace{Path: ws, Writable: true}, []string{ws, "a,b", "READ", "WROTE"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_ = os.Remove(filepath.Join(ws, "out.txt"))
+			_ = os.Remove(filepath.Join(ws, "payload"))
+			req := request(pack)
+			req.Confine = &Confinement{Mode: confine.ModeRequired}
+			req.Workspace = c.ws
+			res, err := Run(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n"); !slices.Equal(got, c.want) {
+				t.Fatalf("stdout %q, want %q (stderr %q)", got, c.want, res.Stderr)
+			}
+			_, err = os.Stat(filepath.Join(ws, "out.txt"))
+			if wrote := err == nil; wrote != c.ws.Writable {
+				t.Errorf("out.txt on the host: %v, want %v", wrote, c.ws.Writable)
+			}
+		})
+	}
+	// Not granted: the same directory is out of reach.
+	req := request(pack)
+	req.Confine = &Confinement{Mode: confine.ModeRequired}
+	req.Stdin = nil
+	pack2 := newPack(t, "cat "+ws+"/in.csv && echo READ; exit 0\n")
+	req.PackageDir = pack2
+	res, err := Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(res.Stdout), "READ") || !strings.Contains(string(res.Stderr), "Permission denied") {
+		t.Fatalf("without a workspace: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	// A workspace that is not symlink-free is refused before anything runs.
+	link := filepath.Join(outside, "ws-link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	req.Workspace = &Workspace{Path: link}
+	if _, err := Run(context.Background(), req); !errors.Is(err, reason.ErrWorkspaceInvalid) {
+		t.Fatalf("a symlinked workspace: %v, want workspace_invalid", err)
+	}
+}

@@ -188,6 +188,42 @@ type Request struct {
 	// accepts. A failed write kills the tool's process group (the reader
 	// stopped reading), and Run reports the run as ended by the tool.
 	StdoutStream io.Writer
+	// Workspace, when set, is the user's workspace directory granted to
+	// the run: the tool's working directory, and with Confine readable
+	// (Writable: and writable, like the work directory), never
+	// executable. HOME and TMPDIR stay the work directory.
+	Workspace *Workspace
+}
+
+// Workspace is a directory of the user's granted to a run
+// (Request.Workspace).
+type Workspace struct {
+	// Path is absolute and symlink-free: Run refuses anything else.
+	Path string
+	// Writable: read-write; false: read-only.
+	Writable bool
+}
+
+// checkWorkspace refuses a workspace path that is not absolute, not
+// symlink-free or not a directory (ErrWorkspace, nothing started).
+func checkWorkspace(ws *Workspace) error {
+	if ws == nil {
+		return nil
+	}
+	if !filepath.IsAbs(ws.Path) || filepath.Clean(ws.Path) != ws.Path {
+		return reason.New(reason.WorkspaceInvalid, "hostexec: workspace %q is not a clean absolute path", ws.Path)
+	}
+	resolved, err := filepath.EvalSymlinks(ws.Path)
+	if err != nil {
+		return reason.New(reason.WorkspaceInvalid, "hostexec: workspace: %w", err)
+	}
+	if resolved != ws.Path {
+		return reason.New(reason.WorkspaceInvalid, "hostexec: workspace %s resolves to %s (a symlink)", ws.Path, resolved)
+	}
+	if fi, err := os.Stat(ws.Path); err != nil || !fi.IsDir() {
+		return reason.New(reason.WorkspaceInvalid, "hostexec: workspace %s is not a directory (%v)", ws.Path, err)
+	}
+	return nil
 }
 
 // Python is the interpreter of a `runtime: python` tool run
@@ -265,6 +301,9 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	if maxErr <= 0 {
 		maxErr = toolio.MaxStderr
 	}
+	if err := checkWorkspace(req.Workspace); err != nil {
+		return nil, err
+	}
 	var plan *confinePlan
 	if req.Confine != nil {
 		if plan, err = planConfinement(req.Confine); err != nil {
@@ -309,14 +348,18 @@ func Run(ctx context.Context, req *Request) (res *Result, err error) {
 	}
 	defer p.closeParent()
 	env := toolEnv(req.Env, work, packDir)
+	cwd := work
+	if req.Workspace != nil {
+		cwd = req.Workspace.Path
+	}
 	start := time.Now()
 	var cmd *exec.Cmd
 	if plan == nil {
-		cmd, err = startTool(exe, args, env, work, p)
+		cmd, err = startTool(exe, args, env, cwd, p)
 	} else {
 		var release func()
-		release, err = confine.Start(plan.policy(packDir, work), func() (err error) {
-			cmd, err = startTool(exe, args, env, work, p)
+		release, err = confine.Start(plan.policy(packDir, work, req.Workspace), func() (err error) {
+			cmd, err = startTool(exe, args, env, cwd, p)
 			return err
 		})
 		if release != nil {

@@ -84,6 +84,7 @@ func runTool(ctx context.Context, p *plan.Plan, stdin []byte) (*plan.Exit, error
 		Timeout:    p.Timeout,
 		MaxStdout:  toolio.MaxOutput,
 		MaxStderr:  toolio.MaxStderr,
+		Workspace:  p.Workspace,
 	}
 	if p.Placement == plan.PlacementHost {
 		net := m.Permissions.Network.Level

@@ -24,7 +24,8 @@ const (
 // member (specs/audit.md): members in Record's field order, no whitespace,
 // ts in UTC RFC 3339 with trailing zeros of the fraction removed, strings
 // escaped as encoding/json does without HTML escaping (kernel/jsonstr), a nil guard_chain as
-// [], exit_code and duration_ms omitted when nil.
+// [], workspace omitted when empty, exit_code and duration_ms omitted when
+// nil.
 func appendBody(dst []byte, r *Record) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendUint(dst, r.Seq, 10)
@@ -59,6 +60,9 @@ func appendBody(dst []byte, r *Record) []byte {
 	dst = append(dst, `,"root":`...)
 	dst = strconv.AppendBool(dst, r.Env.Root)
 	dst = append(dst, '}')
+	if r.Workspace != "" {
+		dst = appendMember(dst, `,"workspace":`, r.Workspace)
+	}
 	if r.ExitCode != nil {
 		dst = append(dst, `,"exit_code":`...)
 		dst = strconv.AppendInt(dst, int64(*r.ExitCode), 10)

@@ -98,6 +98,9 @@ func scanCanonical(line []byte) (lineInfo, bool) {
 		!s.lit(`,"root":`) || !s.bool() || !s.lit(`}`) {
 		return li, false
 	}
+	if s.lit(`,"workspace":`) && !s.str() {
+		return li, false
+	}
 	if s.lit(`,"exit_code":`) && !s.int32() {
 		return li, false
 	}

@@ -94,6 +94,10 @@ func TestScannerAgreesWithSchema(t *testing.T) {
 		{sub(`"root":false}`, `"root":false,"home":"/root"}`), false},
 		{sub(`"root":false}`, `}`), false},
 		{sub(`"exit_code":0,`, ``), true},
+		{sub(`"root":false},`, `"root":false},"workspace":"read-write /home/u/p",`), true},
+		{sub(`"root":false},`, `"root":false},"workspace":"",`), true},
+		{sub(`"root":false},`, `"root":false},"workspace":1,`), false},
+		{sub(`"root":false},`, `"root":false},"workspace":null,`), false},
 		{sub(`"exit_code":0,"duration_ms":1234,`, ``), true},
 		{sub(`"exit_code":0`, `"exit_code":-9`), true},
 		{sub(`"exit_code":0`, `"exit_code":2147483647`), true},
@@ -221,7 +225,7 @@ func TestSchemaLoadsFromSpecs(t *testing.T) {
 		t.Fatal("env allows additional properties")
 	}
 	var fields []string
-	for _, k := range strings.Split(`seq ts event request_id package version tool action trust placement backend decision code reason guard_chain env exit_code duration_ms prev hash`, " ") {
+	for _, k := range strings.Split(`seq ts event request_id package version tool action trust placement backend decision code reason guard_chain env workspace exit_code duration_ms prev hash`, " ") {
 		fields = append(fields, k)
 		if _, ok := doc.Properties[k]; !ok {
 			t.Errorf("schema lacks %s", k)

@@ -79,10 +79,14 @@ type Record struct {
 	Reason     string    `json:"reason"`
 	GuardChain []string  `json:"guard_chain"`
 	Env        Env       `json:"env"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	DurationMS *int64    `json:"duration_ms,omitempty"`
-	Prev       string    `json:"prev"`
-	Hash       string    `json:"hash"`
+	// Workspace is what the run was granted of the workspace the user
+	// named ("read-only /path", "read-write /path", "not granted
+	// (filesystem level none): /path"); omitted when none was named.
+	Workspace  string `json:"workspace,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	DurationMS *int64 `json:"duration_ms,omitempty"`
+	Prev       string `json:"prev"`
+	Hash       string `json:"hash"`
 }
 
 // Env describes the environment a decision was made in. Booleans only: the

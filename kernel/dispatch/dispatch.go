@@ -81,6 +81,10 @@ type Request struct {
 	// consumes no rate limit. Its decision is "prompt" when a run would
 	// need approval.
 	DryRun bool
+	// Workspace is the directory the user named with --workspace ("":
+	// none). It is checked again here (ResolveWorkspace) and granted from
+	// the package's permissions.filesystem.level (workspace.go).
+	Workspace string
 
 	// viaAgent is the package id of the agent whose run_tool made this
 	// call ("" for a call from the CLI or MCP): its guard.agent_overrides
@@ -113,7 +117,10 @@ type Result struct {
 	Output     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	DurationMS *int64          `json:"duration_ms,omitempty"`
-	Stderr     string          `json:"-"`
+	// Workspace is what the run was given of the workspace it named (nil
+	// when it named none).
+	Workspace *WorkspaceGrant `json:"workspace,omitempty"`
+	Stderr    string          `json:"-"`
 }
 
 // state is what the stages share.
@@ -153,6 +160,8 @@ type state struct {
 	mcp       *plan.MCPLaunch
 	// prestarted says what prestart has started (warm.go).
 	prestarted struct{ evaluators, pkg bool }
+	// workspacePath is the request's workspace, resolved (workspace.go).
+	workspacePath string
 }
 
 // stage is one step of the pipeline. code is used for errors that carry no
@@ -248,12 +257,20 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 		}
 	}()
 
+	if req.Workspace != "" {
+		ws, err := ResolveWorkspace(req.Workspace, k.HomeDir)
+		if err != nil {
+			return st.res, k.deny(st, err)
+		}
+		st.workspacePath = ws
+	}
 	for _, s := range decisionStages {
 		if err := runStage(ctx, k, s, st); err != nil {
 			return st.res, k.deny(st, err)
 		}
 		st.prestart() // warm.go: the plugins what is known so far says the run will call
 	}
+	st.grantWorkspace()
 	st.res.Decision = string(policy.Allow)
 	if req.DryRun {
 		if st.verdict == policy.Prompt {
@@ -423,6 +440,7 @@ func (k *Kernel) baseRecord(st *state, event string) *audit.Record {
 		GuardChain: r.GuardChain,
 		Env: audit.Env{CI: st.env.CI, Interactive: st.env.Interactive,
 			SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},
+		Workspace: r.Workspace.String(),
 	}
 }
 

@@ -50,6 +50,7 @@ func (st *state) plan() (*plan.Plan, error) {
 		Environ:         st.k.Environ,
 		HostConfinement: st.set.hostConfinement,
 		Trust:           st.res.Trust,
+		Workspace:       st.workspace(),
 		Agent: plan.AgentSettings{SandboxEnabled: st.set.agentSandboxEnabled, LLM: st.set.agentLLM,
 			Providers: st.set.llmProviders},
 		Services: &services{st: st},

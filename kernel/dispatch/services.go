@@ -43,7 +43,7 @@ func (s *services) Append(r *audit.Record) error { return s.st.log.Append(r) }
 // calling agent's guard.agent_overrides entry pre-approves action types
 // there.
 func (s *services) RunTool(ctx context.Context, pkg, tool string, input json.RawMessage) (*plan.ToolResult, error) {
-	res, err := nestedRun(s.st.k, ctx, &Request{Package: pkg, Tool: tool, Input: input, viaAgent: s.st.pkg.ID})
+	res, err := nestedRun(s.st.k, ctx, &Request{Package: pkg, Tool: tool, Input: input, Workspace: s.st.req.Workspace, viaAgent: s.st.pkg.ID})
 	return &plan.ToolResult{RequestID: res.RequestID, Decision: res.Decision, Code: res.Code, OK: res.OK,
 		Output: res.Output, Error: res.Error}, err
 }

@@ -355,6 +355,7 @@ func stageInspectors(ctx context.Context, st *state) error {
 				SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},
 			TrustLevel:  st.res.Trust,
 			SchemaCheck: check,
+			Workspace:   st.grantedWorkspacePath(),
 		})
 		if err != nil {
 			return pluginCallError("guard-"+name, err)

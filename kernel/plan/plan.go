@@ -57,6 +57,10 @@ type Plan struct {
 	HostConfinement string
 	// Trust is the package's tier as the decision found it.
 	Trust string
+	// Workspace is the user's workspace directory as the decision granted
+	// it from the manifest's permissions.filesystem.level (read-only or
+	// read-write); nil when none was named or none was granted.
+	Workspace *sandbox.Workspace
 	// Agent are the host's agent settings (agent plans).
 	Agent AgentSettings
 	// Services is the kernel's side of a run that makes requests of its
@@ -192,6 +196,10 @@ type Task struct {
 	// EgressSocket is the sealed egress proxy's socket to mount into the
 	// sandbox ("": loopback only). Never on the host.
 	EgressSocket string
+	// Workspace is the granted workspace (Plan.Workspace): the process's
+	// working directory, readable (and writable when granted so) at its
+	// own path, on the host and in a sandbox alike.
+	Workspace *sandbox.Workspace
 }
 
 // Exit is how a started process ended.

@@ -47,6 +47,10 @@ const (
 	// RuntimeUnsupported: the package's runtime is not one this version of
 	// agentnode runs for its package type (no policy decided it).
 	RuntimeUnsupported Code = "runtime_unsupported"
+	// WorkspaceInvalid: the directory given with --workspace cannot be a
+	// workspace (missing, not a directory, the root, a system tree, or
+	// overlapping AGENTNODE_HOME). Nothing was decided or run.
+	WorkspaceInvalid Code = "workspace_invalid"
 )
 
 // Codes lists every code, in the order of specs/cli.md (a test in specs/ keeps
@@ -56,7 +60,7 @@ var Codes = []Code{
 	TrustUnavailable, SandboxUnavailable, ImageUnpinned, ImageDigestMismatch, PolicyDenied, PolicyPrompt,
 	RateLimited, InputDenied, PluginUnavailable, PluginUnpinned, AuditUnavailable, Timeout,
 	CredentialsMissing, AgentSandboxDisabled, HostAgentExecutionUnsupported, MCPNotPreinstalled,
-	MCPUnpinned, EgressDenied, KilledMemory, RuntimeUnsupported,
+	MCPUnpinned, EgressDenied, KilledMemory, RuntimeUnsupported, WorkspaceInvalid,
 }
 
 // Exit codes of specs/cli.md.
@@ -72,7 +76,7 @@ const (
 // failed (1); every other code is a refusal (3).
 func (c Code) ExitCode() int {
 	switch c {
-	case NotSetUp, ConfigInvalid, LockfileError:
+	case NotSetUp, ConfigInvalid, LockfileError, WorkspaceInvalid:
 		return ExitUsage
 	case Timeout, KilledMemory:
 		return ExitFailed
@@ -172,4 +176,5 @@ var (
 	ErrEgressDenied                  = &Error{Code: EgressDenied}
 	ErrKilledMemory                  = &Error{Code: KilledMemory}
 	ErrRuntimeUnsupported            = &Error{Code: RuntimeUnsupported}
+	ErrWorkspaceInvalid              = &Error{Code: WorkspaceInvalid}
 )

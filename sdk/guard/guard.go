@@ -104,6 +104,11 @@ type InspectRequest struct {
 	// host that does not). An inspector need not link a JSON Schema
 	// validator of its own.
 	SchemaCheck *SchemaCheck
+	// Workspace is the user's workspace directory as the decision granted
+	// it to this run (`--workspace`: absolute, symlink-free), "" when none
+	// was granted. An absolute path inside it is one the tool may be
+	// handed: it can reach that directory and nothing else of the user's.
+	Workspace string
 }
 
 // SchemaCheck is the host's validation of a tool input against the tool's
@@ -208,6 +213,7 @@ func requestToProto(req *InspectRequest) *pb.InspectRequest {
 		},
 		TrustLevel:  req.TrustLevel,
 		SchemaCheck: schemaCheckToProto(req.SchemaCheck),
+		Workspace:   req.Workspace,
 	}
 }
 
@@ -256,6 +262,7 @@ func requestFromProto(r *pb.InspectRequest) *InspectRequest {
 		},
 		TrustLevel:  r.GetTrustLevel(),
 		SchemaCheck: schemaCheckFromProto(r.GetSchemaCheck()),
+		Workspace:   r.GetWorkspace(),
 	}
 }
 

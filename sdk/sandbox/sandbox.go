@@ -113,6 +113,20 @@ type Spec struct {
 	// the network namespace keeps only loopback. Empty: no egress. The
 	// socket must be connectable by the sandbox user (uid 1000).
 	EgressSocket string
+	// Workspace, when set, is the user's workspace directory granted to
+	// this run (`--workspace`): the backend bind-mounts Path at the same
+	// absolute path inside the container (nosuid, nodev, noexec,
+	// read-only unless Writable) and makes it the process's working
+	// directory (profile.ForRun). Nil: no host directory but the package.
+	Workspace *Workspace
+}
+
+// Workspace is a host directory granted to one run (Spec.Workspace).
+type Workspace struct {
+	// Path is absolute and symlink-free (the host resolved it).
+	Path string
+	// Writable: read-write; false: read-only.
+	Writable bool
 }
 
 // RunRequest is a Spec plus the process's standard streams. Nil Stdin is an
@@ -239,7 +253,22 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 		TimeoutMs:    timeoutToMillis(s.Timeout),
 		Network:      s.Network,
 		EgressSocket: s.EgressSocket,
+		Workspace:    workspaceToProto(s.Workspace),
 	}, nil
+}
+
+func workspaceToProto(w *Workspace) *pb.Workspace {
+	if w == nil {
+		return nil
+	}
+	return &pb.Workspace{Path: w.Path, Writable: w.Writable}
+}
+
+func workspaceFromProto(w *pb.Workspace) *Workspace {
+	if w == nil {
+		return nil
+	}
+	return &Workspace{Path: w.GetPath(), Writable: w.GetWritable()}
 }
 
 func specFromProto(p *pb.RunSpec) (Spec, error) {
@@ -264,6 +293,7 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 		Timeout:      time.Duration(ms) * time.Millisecond,
 		Network:      p.GetNetwork(),
 		EgressSocket: p.GetEgressSocket(),
+		Workspace:    workspaceFromProto(p.GetWorkspace()),
 	}, nil
 }
 

@@ -275,6 +275,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		Timeout: 90 * time.Second, Network: true,
 		ImageStore:   "/var/lib/agentnode/images",
 		EgressSocket: "/run/agentnode/egress/run-42.sock",
+		Workspace:    &sandbox.Workspace{Path: "/home/u/project", Writable: true},
 	}
 	if _, err := c.Run(t.Context(), &sandbox.RunRequest{Spec: spec}); err != nil {
 		t.Fatal(err)
@@ -284,6 +285,17 @@ func TestSpecRoundTrip(t *testing.T) {
 	impl.mu.Unlock()
 	if !reflect.DeepEqual(got, spec) {
 		t.Fatalf("backend got\n%+v\nwant\n%+v", got, spec)
+	}
+	// No workspace stays none (not an empty one).
+	spec.Workspace = nil
+	if _, err := c.Run(t.Context(), &sandbox.RunRequest{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	impl.mu.Lock()
+	got = impl.spec
+	impl.mu.Unlock()
+	if got.Workspace != nil {
+		t.Fatalf("backend got workspace %+v, want none", got.Workspace)
 	}
 
 	// Sub-millisecond timeouts round up, never down to "none".

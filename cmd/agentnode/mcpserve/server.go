@@ -48,6 +48,9 @@ type Options struct {
 	// and removals, which are announced with notifications/tools/list_changed
 	// (default 1s; negative: never, tools/list still re-reads the store).
 	PollInterval time.Duration
+	// Workspace is the session's workspace (`--workspace`, resolved with
+	// dispatch.ResolveWorkspace; "": none), named in every call's request.
+	Workspace string
 }
 
 // Server is a long-lived MCP server over the kernel. Create it with New,
@@ -296,7 +299,7 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	k.Executors = s.executors
 	k.Interactive = false
 	k.Ask = nil
-	out, runErr := k.Run(ctx, &dispatch.Request{Package: pkg, Tool: tool, Input: input})
+	out, runErr := k.Run(ctx, &dispatch.Request{Package: pkg, Tool: tool, Input: input, Workspace: s.opts.Workspace})
 	s.plugins.release(g, runErr != nil && staleCodes[reason.CodeOf(runErr)])
 	return toResult(out, runErr)
 }

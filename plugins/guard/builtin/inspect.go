@@ -187,6 +187,7 @@ func (in *Inspector) inspect(ctx context.Context, req *guard.InspectRequest) (*g
 		schema:      schema,
 		lookup:      lk,
 		networkNone: networkNone(req.Permissions.NetworkLevel),
+		workspace:   req.Workspace,
 	}
 	complete, err := w.walk(input)
 	if err != nil {

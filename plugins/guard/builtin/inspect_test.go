@@ -631,3 +631,42 @@ func BenchmarkDeepInput(b *testing.B) {
 		}
 	}
 }
+
+// TestWorkspacePaths: an absolute path inside the run's granted workspace
+// passes (over the gRPC path, so the field crosses the wire); any other
+// absolute path, one that climbs out with "..", or any absolute path
+// without a granted workspace, is still refused.
+func TestWorkspacePaths(t *testing.T) {
+	c := guardtest.Connect(t, info(), NewInspector())
+	inspect := func(ws, p string) *guard.InspectResponse {
+		t.Helper()
+		resp, err := c.Inspect(t.Context(), &guard.InspectRequest{PackageID: "p", Version: "1", Tool: "t",
+			Permissions: guard.Permissions{NetworkLevel: "none", FilesystemLevel: "workspace_read"},
+			InputJSON:   asJSON(t, map[string]any{"file_path": p}), Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const ws = "/home/u/project"
+	for _, p := range []string{ws, ws + "/", ws + "/data.csv", ws + "/sub/dir/out.xlsx"} {
+		if resp := inspect(ws, p); resp.Verdict != guard.VerdictAllow {
+			t.Errorf("%s in the workspace: %s %q, want allow", p, resp.Verdict, resp.Reasons)
+		}
+	}
+	for _, c := range []struct{ ws, p string }{
+		{"", ws + "/data.csv"},
+		{ws, "/home/u/project2/data.csv"},
+		{ws, "/etc/passwd"},
+		{ws, ws + "/../secret"},
+		{ws, ws + "/./data.csv"},
+		{ws, ws + "//data.csv"},
+		{ws, " " + ws + "/data.csv"},
+		{ws, "file://" + ws + "/data.csv"},
+		{ws, "~/project/data.csv"},
+	} {
+		if resp := inspect(c.ws, c.p); resp.Verdict != guard.VerdictDeny || !hasReason(resp, ruleAbsolute) && !hasReason(resp, ruleTraversal) {
+			t.Errorf("%q with workspace %q: %s %q, want deny", c.p, c.ws, resp.Verdict, resp.Reasons)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -163,6 +164,21 @@ var homePath = regexp.MustCompile(`^~[A-Za-z0-9_.-]*(?:[/\\]|$)`)
 // isAbsolutePath reports whether s (leading white space ignored) is an
 // absolute path: Unix "/...", UNC or rooted Windows "\...", a home path
 // "~/...", a Windows drive path "C:\..." or "C:/...", or a file: URL.
+// inWorkspace reports whether s is exactly an absolute path at or below
+// the granted workspace ws (absolute and clean): no surrounding white
+// space, no "." or ".." component, no doubled slash, no NUL (the
+// traversal rule refuses ".." anyway). Anything else absolute stays
+// refused.
+func inWorkspace(s, ws string) bool {
+	if ws == "" || !strings.HasPrefix(ws, "/") || strings.IndexByte(s, 0) >= 0 {
+		return false
+	}
+	if p := strings.TrimSuffix(s, "/"); p != "" && path.Clean(p) != p {
+		return false
+	}
+	return s == ws || s == ws+"/" || strings.HasPrefix(s, strings.TrimSuffix(ws, "/")+"/")
+}
+
 func isAbsolutePath(s string) bool {
 	s = strings.TrimLeftFunc(s, unicode.IsSpace)
 	if s == "" {

@@ -32,6 +32,9 @@ type walker struct {
 	schema      *inputSchema // nil: no input schema
 	lookup      *lookup
 	networkNone bool
+	// workspace is the run's granted workspace ("" none): an absolute
+	// path inside it is not refused (inWorkspace).
+	workspace string
 
 	stack []*container
 	keys  int
@@ -180,7 +183,7 @@ func (w *walker) checkString(s, path, what string, schemas []map[string]any, isK
 		if hasTraversal(v) {
 			w.fs.deny(ruleTraversal, path, fmt.Sprintf("%s refers to a parent directory", what))
 		}
-		if isAbsolutePath(v) {
+		if isAbsolutePath(v) && !inWorkspace(v, w.workspace) {
 			w.fs.deny(ruleAbsolute, path, fmt.Sprintf("%s is an absolute or home-relative path", what))
 		}
 		if w.networkNone && !uri && hasURL(v) {

@@ -249,7 +249,7 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 	tmpfs = map[string]string{}
 	havePack := false
 	var pack mount.Mount
-	var egress []mount.Mount
+	var egress, workspace []mount.Mount
 	for _, m := range ms {
 		switch {
 		case engineManaged[m.Destination] && m.Type == engineManagedType[m.Destination]:
@@ -307,6 +307,12 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 					Propagation:  mount.PropagationRPrivate,
 				},
 			})
+		case m.Type == "bind" && m.Destination == m.Source && len(workspace) == 0:
+			ws, err := workspaceMount(m)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			workspace = append(workspace, ws)
 		default:
 			return nil, 0, nil, fmt.Errorf("profile: mount %s (%s) has no Docker mapping", m.Destination, m.Type)
 		}
@@ -314,7 +320,43 @@ func mounts(ms []specs.Mount) (tmpfs map[string]string, shmSize int64, binds []m
 	if !havePack || shmSize == 0 || len(tmpfs) == 0 {
 		return nil, 0, nil, errors.New("profile: the package mount, /dev/shm and the tmpfs mounts are required")
 	}
-	return tmpfs, shmSize, append([]mount.Mount{pack}, egress...), nil
+	return tmpfs, shmSize, append(append([]mount.Mount{pack}, egress...), workspace...), nil
+}
+
+// workspaceMount maps the workspace's bind mount (sandbox.Spec.Workspace:
+// the same path inside, nosuid, nodev, noexec, ro unless writable). A
+// Docker bind mount cannot be noexec, nosuid or nodev, so the workspace is
+// an anonymous volume of the local driver that binds the directory with
+// those options; it goes with the container (removed with RemoveVolumes).
+// The driver applies them by remounting the bind read-only, and only then:
+// a writable workspace is refused (it would be executable), so on Docker a
+// workspace is read-only or not at all.
+func workspaceMount(m specs.Mount) (mount.Mount, error) {
+	if !filepath.IsAbs(m.Source) || filepath.Clean(m.Source) != m.Source || strings.ContainsAny(m.Source, ",\n") {
+		return mount.Mount{}, fmt.Errorf("profile: the workspace %q cannot be passed to Docker (a clean absolute path without ',' or newlines)", m.Source)
+	}
+	if slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "rw")) {
+		// The local driver applies a bind's flags only by remounting
+		// it read-only: a writable bind would not be noexec.
+		return mount.Mount{}, errors.New("a writable workspace cannot be mounted noexec by Docker " +
+			"(its bind mounts take no noexec, nosuid or nodev): use the libcontainer or podman backend, or a read-only workspace")
+	}
+	if !slices.Equal(m.Options, append(slices.Clone(profile.WorkspaceMountOptions), "ro")) {
+		return mount.Mount{}, fmt.Errorf("profile: workspace mount %s: options %v", m.Destination, m.Options)
+	}
+	// "ro" is in the driver's options (Docker refuses ReadOnly on an
+	// anonymous volume): the driver's bind is read-only itself.
+	o := strings.Join(m.Options, ",")
+	return mount.Mount{
+		Type:   mount.TypeVolume,
+		Target: m.Destination,
+		VolumeOptions: &mount.VolumeOptions{
+			NoCopy: true,
+			DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{
+				"type": "none", "device": m.Source, "o": o,
+			}},
+		},
+	}, nil
 }
 
 // engineManaged are the profile's mounts Docker sets up itself (with the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -164,5 +165,36 @@ func TestValidate(t *testing.T) {
 		if validateImageID(id) == nil {
 			t.Errorf("validateImageID(%q) accepted", id)
 		}
+	}
+}
+
+// TestContainerConfigWorkspace: the workspace is a local-driver volume
+// binding the directory read-only at its own path with noexec, nosuid,
+// nodev (a Docker bind mount cannot have them), and the working directory;
+// a writable one is refused.
+func TestContainerConfigWorkspace(t *testing.T) {
+	s := testSpec()
+	s.Workspace = &sandbox.Workspace{Path: "/home/u/project"}
+	cs, err := containerConfig(s, testImageID, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.config.WorkingDir != "/home/u/project" {
+		t.Errorf("working dir %q", cs.config.WorkingDir)
+	}
+	i := slices.IndexFunc(cs.host.Mounts, func(m mount.Mount) bool { return m.Target == "/home/u/project" })
+	if i < 0 {
+		t.Fatalf("no workspace mount in %+v", cs.host.Mounts)
+	}
+	m := cs.host.Mounts[i]
+	want := map[string]string{"type": "none", "device": "/home/u/project", "o": "bind,nosuid,nodev,noexec,ro"}
+	if m.Type != mount.TypeVolume || m.ReadOnly || m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil ||
+		m.VolumeOptions.DriverConfig.Name != "local" || !maps.Equal(m.VolumeOptions.DriverConfig.Options, want) {
+		t.Errorf("workspace mount %+v (%+v)", m, m.VolumeOptions)
+	}
+	// Writable: refused (Docker's driver would leave it executable).
+	s.Workspace.Writable = true
+	if _, err := containerConfig(s, testImageID, "me"); err == nil || !strings.Contains(err.Error(), "noexec") {
+		t.Errorf("a writable workspace on Docker: %v, want a refusal", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,12 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	}
 	if err := b.checkEgressSocket(req.EgressSocket); err != nil {
 		return nil, fmt.Errorf("docker: run %s: %w", id, err)
+	}
+	if req.Workspace != nil {
+		// The same check: a socket in the workspace is connectable.
+		if err := b.checkPackageDir(req.Workspace.Path); err != nil {
+			return nil, fmt.Errorf("docker: run %s: workspace: %w", id, err)
+		}
 	}
 	cli, err := b.client(ctx)
 	if err != nil {
@@ -360,6 +367,14 @@ func verifyCreated(want *containerSpec, got *container.InspectResponse) error {
 		"extra binds, volumes or devices")
 	check(len(hc.Mounts) == len(w.Mounts) && !slices.ContainsFunc(hc.Mounts, func(m mount.Mount) bool {
 		return !slices.ContainsFunc(w.Mounts, func(x mount.Mount) bool {
+			if m.Type == mount.TypeVolume {
+				// The workspace (config.go, workspaceMount): the same
+				// local-driver bind with the same options.
+				return x.Type == m.Type && m.Target == x.Target && m.ReadOnly == x.ReadOnly &&
+					m.VolumeOptions != nil && x.VolumeOptions != nil && m.VolumeOptions.DriverConfig != nil &&
+					x.VolumeOptions.DriverConfig != nil && m.VolumeOptions.DriverConfig.Name == "local" &&
+					maps.Equal(m.VolumeOptions.DriverConfig.Options, x.VolumeOptions.DriverConfig.Options)
+			}
 			return m.Type == mount.TypeBind && x.Type == m.Type && m.Target == x.Target && m.Source == x.Source && m.ReadOnly && x.ReadOnly
 		})
 	}), "mounts %+v", hc.Mounts)

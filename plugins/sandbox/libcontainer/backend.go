@@ -256,9 +256,21 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
+	// A workspace's mount point is made in a root of the run's own, never
+	// in the verified image (workspace.go).
+	var wsRoot *workspaceRoot
+	if req.Workspace != nil {
+		if wsRoot, err = b.makeWorkspaceRoot(id, rootfs, req.Workspace.Path); err != nil {
+			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		}
+		config.Rootfs = wsRoot.merged
+	}
 
 	container, err := libcontainer.Create(b.stateRoot, id, config)
 	if err != nil {
+		if rerr := wsRoot.remove(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		if errors.Is(err, libcontainer.ErrExist) {
 			// Someone else's container: never touch it.
 			return nil, fmt.Errorf("libcontainer: run id %s is already in use: %w", id, err)
@@ -272,6 +284,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	var armed *reaper.Run
 	defer func() {
 		cleanErr := b.destroyAndVerify(container, id, rootfs, baseline)
+		if cleanErr == nil {
+			cleanErr = wsRoot.remove()
+		}
 		if cleanErr == nil {
 			// Proven gone. Otherwise the reaper keeps it and tries
 			// again when this process exits.

@@ -88,6 +88,9 @@ func main() {
 		if _, err := b.reapOrphans(); err != nil {
 			logger.Error("orphaned containers left behind", "error", err)
 		}
+		if err := b.reapOrphanRoots(); err != nil {
+			logger.Error("orphaned workspace roots left behind", "error", err)
+		}
 	}()
 	sandbox.Serve(info(), b)
 }

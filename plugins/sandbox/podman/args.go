@@ -283,6 +283,10 @@ var podmanDefaultMounts = map[string]string{
 	"/sys/fs/cgroup": "cgroup",
 }
 
+// workspaceKey marks the workspace's mount as seen in mountArgs (no
+// destination is empty).
+const workspaceKey = ""
+
 // mountArgs maps the profile's mounts: the tmpfs mounts (/tmp, HOME) with
 // their options, /dev/shm's size, and the package's read-only bind mount.
 func mountArgs(mounts []specs.Mount, uid, gid uint32) ([]string, error) {
@@ -335,6 +339,18 @@ func mountArgs(mounts []specs.Mount, uid, gid uint32) ([]string, error) {
 				return nil, fmt.Errorf("profile: %s must be a read-only, non-recursive bind mount", profile.EgressSocketPath)
 			}
 			a = append(a, "--volume", m.Source+":"+m.Destination+":"+strings.Join(opts, ","))
+		case m.Type == "bind" && m.Destination == m.Source && !seen[workspaceKey]:
+			// The workspace (sandbox.Spec.Workspace): the same path
+			// inside, nosuid, nodev, noexec, ro unless writable.
+			seen[workspaceKey] = true
+			if !strings.HasPrefix(m.Source, "/") || strings.ContainsAny(m.Source, ":,\n") {
+				return nil, fmt.Errorf("the workspace %q cannot be passed to podman (absolute, without ':' ',' or newlines)", m.Source)
+			}
+			base := profile.WorkspaceMountOptions
+			if !slices.Equal(m.Options, append(slices.Clone(base), "ro")) && !slices.Equal(m.Options, append(slices.Clone(base), "rw")) {
+				return nil, fmt.Errorf("profile: workspace mount %s: options %v", m.Destination, m.Options)
+			}
+			a = append(a, "--volume", m.Source+":"+m.Destination+":"+strings.Join(m.Options, ","))
 		default:
 			return nil, fmt.Errorf("profile: mount %s (%s) cannot be mapped to podman", m.Destination, m.Type)
 		}

@@ -329,3 +329,27 @@ func TestCgroupMountsOf(t *testing.T) {
 		t.Error("mountNaming does not find the container's mount (or finds another)")
 	}
 }
+
+// TestRunArgsWorkspace: the workspace is a volume at its own path with the
+// profile's options (noexec, nosuid, nodev, ro unless writable) and the
+// working directory.
+func TestRunArgsWorkspace(t *testing.T) {
+	for _, w := range []struct {
+		writable bool
+		mode     string
+	}{{false, "ro"}, {true, "rw"}} {
+		args, err := runArgs(testSpec(t, func(r *sandbox.Spec) {
+			r.Workspace = &sandbox.Workspace{Path: "/home/u/project", Writable: w.writable}
+		}), testParams())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "/home/u/project:/home/u/project:bind,nosuid,nodev,noexec," + w.mode
+		if i := slices.Index(args, want); i < 1 || args[i-1] != "--volume" {
+			t.Errorf("no --volume %s in %q", want, args)
+		}
+		if i := slices.Index(args, "--workdir"); i < 0 || args[i+1] != "/home/u/project" {
+			t.Errorf("workdir not the workspace in %q", args)
+		}
+	}
+}

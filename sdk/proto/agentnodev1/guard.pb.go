@@ -226,7 +226,11 @@ type InspectRequest struct {
 	// The host's validation of input_json against input_schema_json (JSON
 	// Schema, draft 2020-12 unless $schema says otherwise); unset when the
 	// host did not validate.
-	SchemaCheck   *SchemaCheck `protobuf:"bytes,10,opt,name=schema_check,json=schemaCheck,proto3" json:"schema_check,omitempty"`
+	SchemaCheck *SchemaCheck `protobuf:"bytes,10,opt,name=schema_check,json=schemaCheck,proto3" json:"schema_check,omitempty"`
+	// The user's workspace directory as the decision granted it to this run
+	// (`--workspace`; absolute, symlink-free), empty when none was granted.
+	// An absolute path inside it is a path the tool may be handed.
+	Workspace     string `protobuf:"bytes,11,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +333,13 @@ func (x *InspectRequest) GetSchemaCheck() *SchemaCheck {
 		return x.SchemaCheck
 	}
 	return nil
+}
+
+func (x *InspectRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
 }
 
 // SchemaCheck is the host's validation of the input against the tool's
@@ -522,7 +533,7 @@ const file_agentnode_v1_guard_proto_rawDesc = "" +
 	"\x02ci\x18\x01 \x01(\bR\x02ci\x12 \n" +
 	"\vinteractive\x18\x02 \x01(\bR\vinteractive\x12'\n" +
 	"\x0fsecrets_present\x18\x03 \x01(\bR\x0esecretsPresent\x12\x12\n" +
-	"\x04root\x18\x04 \x01(\bR\x04root\"\x93\x03\n" +
+	"\x04root\x18\x04 \x01(\bR\x04root\"\xb1\x03\n" +
 	"\x0eInspectRequest\x12\x1d\n" +
 	"\n" +
 	"package_id\x18\x01 \x01(\tR\tpackageId\x12\x18\n" +
@@ -537,7 +548,8 @@ const file_agentnode_v1_guard_proto_rawDesc = "" +
 	"\vtrust_level\x18\t \x01(\tR\n" +
 	"trustLevel\x12<\n" +
 	"\fschema_check\x18\n" +
-	" \x01(\v2\x19.agentnode.v1.SchemaCheckR\vschemaCheck\"\x80\x01\n" +
+	" \x01(\v2\x19.agentnode.v1.SchemaCheckR\vschemaCheck\x12\x1c\n" +
+	"\tworkspace\x18\v \x01(\tR\tworkspace\"\x80\x01\n" +
 	"\vSchemaCheck\x12\x18\n" +
 	"\aproblem\x18\x01 \x01(\tR\aproblem\x12=\n" +
 	"\n" +

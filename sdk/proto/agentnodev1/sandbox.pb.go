@@ -352,7 +352,10 @@ type RunSpec struct {
 	// resolves image there to what it runs: libcontainer the rootfs, Docker
 	// and Podman the image ID (the config digest) named by the manifest,
 	// which it checks against image's digest.
-	ImageStore    string `protobuf:"bytes,12,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
+	ImageStore string `protobuf:"bytes,12,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
+	// The user's workspace directory (`--workspace`), when the run was
+	// granted it; absent otherwise.
+	Workspace     *Workspace `protobuf:"bytes,13,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +460,68 @@ func (x *RunSpec) GetImageStore() string {
 	return ""
 }
 
+func (x *RunSpec) GetWorkspace() *Workspace {
+	if x != nil {
+		return x.Workspace
+	}
+	return nil
+}
+
+// A host directory mounted at the same absolute path inside the container
+// (nosuid, nodev, noexec; read-only unless writable), which is also the
+// process's working directory.
+type Workspace struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`          // absolute, symlink-free host path
+	Writable      bool                   `protobuf:"varint,2,opt,name=writable,proto3" json:"writable,omitempty"` // false: read-only
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Workspace) Reset() {
+	*x = Workspace{}
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Workspace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Workspace) ProtoMessage() {}
+
+func (x *Workspace) ProtoReflect() protoreflect.Message {
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Workspace.ProtoReflect.Descriptor instead.
+func (*Workspace) Descriptor() ([]byte, []int) {
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Workspace) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Workspace) GetWritable() bool {
+	if x != nil {
+		return x.Writable
+	}
+	return false
+}
+
 type RunInput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -472,7 +537,7 @@ type RunInput struct {
 
 func (x *RunInput) Reset() {
 	*x = RunInput{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +549,7 @@ func (x *RunInput) String() string {
 func (*RunInput) ProtoMessage() {}
 
 func (x *RunInput) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[6]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +562,7 @@ func (x *RunInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInput.ProtoReflect.Descriptor instead.
 func (*RunInput) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunInput) GetMsg() isRunInput_Msg {
@@ -591,7 +656,7 @@ type RunExit struct {
 
 func (x *RunExit) Reset() {
 	*x = RunExit{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[7]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +668,7 @@ func (x *RunExit) String() string {
 func (*RunExit) ProtoMessage() {}
 
 func (x *RunExit) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[7]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +681,7 @@ func (x *RunExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunExit.ProtoReflect.Descriptor instead.
 func (*RunExit) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunExit) GetExitCode() int32 {
@@ -675,7 +740,7 @@ type RunOutput struct {
 
 func (x *RunOutput) Reset() {
 	*x = RunOutput{}
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[8]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +752,7 @@ func (x *RunOutput) String() string {
 func (*RunOutput) ProtoMessage() {}
 
 func (x *RunOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_agentnode_v1_sandbox_proto_msgTypes[8]
+	mi := &file_agentnode_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +765,7 @@ func (x *RunOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunOutput.ProtoReflect.Descriptor instead.
 func (*RunOutput) Descriptor() ([]byte, []int) {
-	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_agentnode_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunOutput) GetMsg() isRunOutput_Msg {
@@ -785,7 +850,7 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xb6\x02\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xed\x02\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -799,9 +864,13 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\anetwork\x18\b \x01(\bR\anetwork\x12#\n" +
 	"\regress_socket\x18\v \x01(\tR\fegressSocket\x12\x1f\n" +
 	"\vimage_store\x18\f \x01(\tR\n" +
-	"imageStoreJ\x04\b\t\x10\n" +
+	"imageStore\x125\n" +
+	"\tworkspace\x18\r \x01(\v2\x17.agentnode.v1.WorkspaceR\tworkspaceJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
-	"\x10\v\"\x8f\x01\n" +
+	"\x10\v\";\n" +
+	"\tWorkspace\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
+	"\bwritable\x18\x02 \x01(\bR\bwritable\"\x8f\x01\n" +
 	"\bRunInput\x12+\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.agentnode.v1.RunSpecH\x00R\x04spec\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12!\n" +
@@ -840,7 +909,7 @@ func file_agentnode_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_agentnode_v1_sandbox_proto_rawDescData
 }
 
-var file_agentnode_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agentnode_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentnode_v1_sandbox_proto_goTypes = []any{
 	(*LoadImageRequest)(nil),     // 0: agentnode.v1.LoadImageRequest
 	(*LoadImageResponse)(nil),    // 1: agentnode.v1.LoadImageResponse
@@ -848,29 +917,31 @@ var file_agentnode_v1_sandbox_proto_goTypes = []any{
 	(*AvailabilityResponse)(nil), // 3: agentnode.v1.AvailabilityResponse
 	(*Limits)(nil),               // 4: agentnode.v1.Limits
 	(*RunSpec)(nil),              // 5: agentnode.v1.RunSpec
-	(*RunInput)(nil),             // 6: agentnode.v1.RunInput
-	(*RunExit)(nil),              // 7: agentnode.v1.RunExit
-	(*RunOutput)(nil),            // 8: agentnode.v1.RunOutput
-	(*InfoRequest)(nil),          // 9: agentnode.v1.InfoRequest
-	(*Info)(nil),                 // 10: agentnode.v1.Info
+	(*Workspace)(nil),            // 6: agentnode.v1.Workspace
+	(*RunInput)(nil),             // 7: agentnode.v1.RunInput
+	(*RunExit)(nil),              // 8: agentnode.v1.RunExit
+	(*RunOutput)(nil),            // 9: agentnode.v1.RunOutput
+	(*InfoRequest)(nil),          // 10: agentnode.v1.InfoRequest
+	(*Info)(nil),                 // 11: agentnode.v1.Info
 }
 var file_agentnode_v1_sandbox_proto_depIdxs = []int32{
 	4,  // 0: agentnode.v1.RunSpec.limits:type_name -> agentnode.v1.Limits
-	5,  // 1: agentnode.v1.RunInput.spec:type_name -> agentnode.v1.RunSpec
-	7,  // 2: agentnode.v1.RunOutput.exit:type_name -> agentnode.v1.RunExit
-	9,  // 3: agentnode.v1.Sandbox.Info:input_type -> agentnode.v1.InfoRequest
-	2,  // 4: agentnode.v1.Sandbox.Availability:input_type -> agentnode.v1.AvailabilityRequest
-	6,  // 5: agentnode.v1.Sandbox.Run:input_type -> agentnode.v1.RunInput
-	0,  // 6: agentnode.v1.Sandbox.LoadImage:input_type -> agentnode.v1.LoadImageRequest
-	10, // 7: agentnode.v1.Sandbox.Info:output_type -> agentnode.v1.Info
-	3,  // 8: agentnode.v1.Sandbox.Availability:output_type -> agentnode.v1.AvailabilityResponse
-	8,  // 9: agentnode.v1.Sandbox.Run:output_type -> agentnode.v1.RunOutput
-	1,  // 10: agentnode.v1.Sandbox.LoadImage:output_type -> agentnode.v1.LoadImageResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	6,  // 1: agentnode.v1.RunSpec.workspace:type_name -> agentnode.v1.Workspace
+	5,  // 2: agentnode.v1.RunInput.spec:type_name -> agentnode.v1.RunSpec
+	8,  // 3: agentnode.v1.RunOutput.exit:type_name -> agentnode.v1.RunExit
+	10, // 4: agentnode.v1.Sandbox.Info:input_type -> agentnode.v1.InfoRequest
+	2,  // 5: agentnode.v1.Sandbox.Availability:input_type -> agentnode.v1.AvailabilityRequest
+	7,  // 6: agentnode.v1.Sandbox.Run:input_type -> agentnode.v1.RunInput
+	0,  // 7: agentnode.v1.Sandbox.LoadImage:input_type -> agentnode.v1.LoadImageRequest
+	11, // 8: agentnode.v1.Sandbox.Info:output_type -> agentnode.v1.Info
+	3,  // 9: agentnode.v1.Sandbox.Availability:output_type -> agentnode.v1.AvailabilityResponse
+	9,  // 10: agentnode.v1.Sandbox.Run:output_type -> agentnode.v1.RunOutput
+	1,  // 11: agentnode.v1.Sandbox.LoadImage:output_type -> agentnode.v1.LoadImageResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_agentnode_v1_sandbox_proto_init() }
@@ -879,13 +950,13 @@ func file_agentnode_v1_sandbox_proto_init() {
 		return
 	}
 	file_agentnode_v1_common_proto_init()
-	file_agentnode_v1_sandbox_proto_msgTypes[6].OneofWrappers = []any{
+	file_agentnode_v1_sandbox_proto_msgTypes[7].OneofWrappers = []any{
 		(*RunInput_Spec)(nil),
 		(*RunInput_Stdin)(nil),
 		(*RunInput_CloseStdin)(nil),
 		(*RunInput_Stop)(nil),
 	}
-	file_agentnode_v1_sandbox_proto_msgTypes[8].OneofWrappers = []any{
+	file_agentnode_v1_sandbox_proto_msgTypes[9].OneofWrappers = []any{
 		(*RunOutput_Stdout)(nil),
 		(*RunOutput_Stderr)(nil),
 		(*RunOutput_Exit)(nil),
@@ -896,7 +967,7 @@ func file_agentnode_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentnode_v1_sandbox_proto_rawDesc), len(file_agentnode_v1_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

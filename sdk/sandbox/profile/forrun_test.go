@@ -180,6 +180,18 @@ func TestForRunRejects(t *testing.T) {
 		{"too few cpus", func(r *sandbox.Spec) { r.Limits.CPUs = 0.001 }, "Limits.CPUs"},
 		{"too many cpus", func(r *sandbox.Spec) { r.Limits.CPUs = 1e9 }, "Limits.CPUs"},
 		{"negative tmp", func(r *sandbox.Spec) { r.Limits.TmpBytes = -1 }, "Limits.TmpBytes"},
+		{"relative workspace", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "ws"} }, "Workspace.Path"},
+		{"unclean workspace", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/home/u/../u"} }, "Workspace.Path"},
+		{"root workspace", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/"} }, "Workspace.Path"},
+		{"workspace at /pack", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/pack"} }, "Workspace.Path"},
+		{"workspace below /pack", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/pack/x"} }, "Workspace.Path"},
+		{"workspace at /tmp", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/tmp"} }, "Workspace.Path"},
+		{"workspace over /dev", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/dev/shm/x"} }, "Workspace.Path"},
+		{"workspace over /sys", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/sys"} }, "Workspace.Path"},
+		{"workspace above egress", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/run"} }, "Workspace.Path"},
+		{"workspace at HOME", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: HomeDir} }, "Workspace.Path"},
+		{"workspace holding an engine socket", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/var/run"} }, "Workspace.Path"},
+		{"workspace holding podman's socket", func(r *sandbox.Spec) { r.Workspace = &sandbox.Workspace{Path: "/run/podman"} }, "Workspace.Path"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := validRun()
@@ -255,5 +267,41 @@ func BenchmarkForRun(b *testing.B) {
 		if _, err := ForRun(run); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestForRunWorkspace: the workspace is a bind mount at its own path,
+// nosuid, nodev, noexec, read-only unless writable, and the working
+// directory; without one, nothing of it appears.
+func TestForRunWorkspace(t *testing.T) {
+	base := mustForRun(t, validRun())
+	for _, c := range []struct {
+		path     string
+		writable bool
+		mode     string
+	}{{"/home/u/project", false, "ro"}, {"/srv/data", true, "rw"}, {"/tmp/x/ws", true, "rw"}} {
+		run := validRun()
+		run.Workspace = &sandbox.Workspace{Path: c.path, Writable: c.writable}
+		s := mustForRun(t, run)
+		m, err := mountAt(s, c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"bind", "nosuid", "nodev", "noexec", c.mode}
+		if m.Source != c.path || m.Type != "bind" || !slices.Equal(m.Options, want) {
+			t.Errorf("%s: mount %+v, want bind of itself with %v", c.path, m, want)
+		}
+		if s.Mounts[len(s.Mounts)-1].Destination != c.path {
+			t.Errorf("%s: the workspace is not mounted last (after /tmp)", c.path)
+		}
+		if s.Process.Cwd != c.path {
+			t.Errorf("%s: cwd %q", c.path, s.Process.Cwd)
+		}
+		if len(s.Mounts) != len(base.Mounts)+1 {
+			t.Errorf("%s: %d mounts, want %d", c.path, len(s.Mounts), len(base.Mounts)+1)
+		}
+	}
+	if base.Process.Cwd != tmpDir {
+		t.Errorf("cwd without a workspace %q", base.Process.Cwd)
 	}
 }

@@ -174,6 +174,9 @@ func Base() (*specs.Spec, error) {
 //     one is an error (there is no "unlimited");
 //   - rlimits are lowered to this process's hard limits where the profile's
 //     exceed them (never raised);
+//   - workspace: with run.Workspace (CheckWorkspace) a bind mount of
+//     Workspace.Path at the same path, with WorkspaceMountOptions, is
+//     added after the profile's mounts, and Process.Cwd is that path;
 //   - egress: without run.EgressSocket the profile's egress socket mount is
 //     removed and nothing else changes. With it (an absolute path to a unix
 //     socket, not a symlink, connectable by uid 1000) the mount's source
@@ -237,6 +240,12 @@ func ForRun(run sandbox.Spec) (*specs.Spec, error) {
 		return nil, errors.New("profile: PackageDir: the host's root directory is not a package")
 	}
 
+	if run.Workspace != nil {
+		if err := applyWorkspace(s, *run.Workspace); err != nil {
+			return nil, err
+		}
+	}
+
 	if err := applyLimits(s, run.Limits); err != nil {
 		return nil, err
 	}
@@ -262,6 +271,105 @@ func applyEgress(s *specs.Spec, sock string) error {
 	m.Source = filepath.Clean(sock)
 	s.Process.Args = append([]string{EgressForwarderPath, "-listen", EgressListenAddr, "-socket", EgressSocketPath, "--"}, s.Process.Args...)
 	s.Process.Env = append(s.Process.Env, EgressEnv...)
+	return nil
+}
+
+// WorkspaceMountOptions are the options of the workspace's bind mount
+// (Spec.Workspace): not recursive (mounts below the directory stay
+// outside), no setuid, no devices, nothing executable; "ro" or "rw" is
+// added.
+var WorkspaceMountOptions = []string{"bind", "nosuid", "nodev", "noexec"}
+
+// CheckWorkspace checks a Spec.Workspace path: absolute, clean, no NUL,
+// not "/", and neither one of the profile's own mount points (the package,
+// /tmp, HOME, /proc, /dev, /sys, the egress socket), an ancestor of one
+// nor below one, except below /tmp (a tmpfs of the run). The host has
+// resolved its symlinks and checked it is a directory. Errors name the
+// field.
+func CheckWorkspace(w sandbox.Workspace) error {
+	if err := checkWorkspacePath(w.Path); err != nil {
+		return err
+	}
+	base, err := Base()
+	if err != nil {
+		return err
+	}
+	if err := checkWorkspaceMounts(w.Path, base.Mounts); err != nil {
+		return err
+	}
+	return checkWorkspaceSockets(w.Path)
+}
+
+// checkWorkspaceSockets refuses a workspace that holds a well-known
+// container engine socket: a bind mount, read-only or not, does not stop
+// connect(2) on a socket in it.
+func checkWorkspaceSockets(p string) error {
+	for _, sock := range engineSockets {
+		if within(sock, p) {
+			return fmt.Errorf("profile: Workspace.Path: %s contains the container engine socket %s: never mounted into a sandbox", p, sock)
+		}
+	}
+	return nil
+}
+
+func checkWorkspacePath(p string) error {
+	switch {
+	case !filepath.IsAbs(p):
+		return fmt.Errorf("profile: Workspace.Path: must be an absolute path, got %q", p)
+	case strings.IndexByte(p, 0) >= 0:
+		return errors.New("profile: Workspace.Path: contains a NUL byte")
+	case filepath.Clean(p) != p:
+		return fmt.Errorf("profile: Workspace.Path: %q is not clean", p)
+	case p == "/":
+		return errors.New("profile: Workspace.Path: the host's root directory is never a workspace")
+	}
+	return nil
+}
+
+// checkWorkspaceMounts refuses a workspace path that overlaps one of the
+// profile's mounts or the egress socket's.
+func checkWorkspaceMounts(p string, mounts []specs.Mount) error {
+	dests := []string{EgressSocketPath}
+	for _, m := range mounts {
+		dests = append(dests, m.Destination)
+	}
+	for _, d := range dests {
+		if d == tmpDir && within(p, d) && p != d {
+			continue
+		}
+		if within(p, d) || within(d, p) {
+			return fmt.Errorf("profile: Workspace.Path: %s overlaps the sandbox's own mount %s", p, d)
+		}
+	}
+	return nil
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// applyWorkspace adds the workspace's bind mount and makes it the
+// working directory.
+func applyWorkspace(s *specs.Spec, w sandbox.Workspace) error {
+	if err := checkWorkspacePath(w.Path); err != nil {
+		return err
+	}
+	if err := checkWorkspaceMounts(w.Path, s.Mounts); err != nil {
+		return err
+	}
+	if err := checkWorkspaceSockets(w.Path); err != nil {
+		return err
+	}
+	mode := "ro"
+	if w.Writable {
+		mode = "rw"
+	}
+	s.Mounts = append(s.Mounts, specs.Mount{
+		Destination: w.Path, Type: "bind", Source: w.Path,
+		Options: append(slices.Clone(WorkspaceMountOptions), mode),
+	})
+	s.Process.Cwd = w.Path
 	return nil
 }
 
