@@ -161,9 +161,6 @@ func hasTraversal(s string) bool {
 // homePath matches "~", "~/...", "~user/..." (and with a backslash).
 var homePath = regexp.MustCompile(`^~[A-Za-z0-9_.-]*(?:[/\\]|$)`)
 
-// isAbsolutePath reports whether s (leading white space ignored) is an
-// absolute path: Unix "/...", UNC or rooted Windows "\...", a home path
-// "~/...", a Windows drive path "C:\..." or "C:/...", or a file: URL.
 // inWorkspace reports whether s is exactly an absolute path at or below
 // the granted workspace ws (absolute and clean): no surrounding white
 // space, no "." or ".." component, no doubled slash, no NUL (the
@@ -179,6 +176,9 @@ func inWorkspace(s, ws string) bool {
 	return s == ws || s == ws+"/" || strings.HasPrefix(s, strings.TrimSuffix(ws, "/")+"/")
 }
 
+// isAbsolutePath reports whether s (leading white space ignored) is an
+// absolute path: Unix "/...", UNC or rooted Windows "\...", a home path
+// "~/...", a Windows drive path "C:\..." or "C:/...", or a file: URL.
 func isAbsolutePath(s string) bool {
 	s = strings.TrimLeftFunc(s, unicode.IsSpace)
 	if s == "" {
