@@ -23,6 +23,7 @@ import (
 	"github.com/agentnode/agentnode/executor/toolpack"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
+	"maps"
 )
 
 // Registry is every executor and backend of this build. Its mcp_server
@@ -43,10 +44,11 @@ func Registry() *plan.Registry {
 // WithMCPServers is a copy of reg whose mcp_server executor is servers
 // (`agentnode mcp serve`); reg itself is not changed.
 func WithMCPServers(reg *plan.Registry, servers *mcpserver.Servers) *plan.Registry {
-	c := &plan.Registry{Executors: map[string]plan.Executor{}, Backend: reg.Backend}
-	for k, v := range reg.Executors {
-		c.Executors[k] = v
+	c := *reg // every field (Backend, Host, …), then a copy of the map
+	c.Executors = maps.Clone(reg.Executors)
+	if c.Executors == nil {
+		c.Executors = map[string]plan.Executor{}
 	}
 	c.Executors[manifest.TypeMCPServer] = servers
-	return c
+	return &c
 }
