@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -163,11 +164,11 @@ func runDoctor() *doctorReport {
 		}
 	}
 	binDir, _ := pluginhost.DefaultBinDir()
-	entries, err := pluginhost.Discover(dir, binDir)
+	entries, err := plugincat.Discover(dir, binDir)
 	if err != nil {
 		pluginsOK = add("plugins", err, "")
 	} else {
-		found := map[string]pluginhost.Entry{}
+		found := map[string]plugincat.Entry{}
 		for _, e := range entries {
 			if !e.Shadowed {
 				found[e.Key()] = e
@@ -178,7 +179,7 @@ func runDoctor() *doctorReport {
 			switch {
 			case !ok:
 				pluginsOK = add("plugin "+key, reason.New(reason.PluginUnavailable, "not installed"), "") && pluginsOK
-			case e.Hash != pluginhost.HashOK:
+			case e.Hash != plugincat.HashOK:
 				pluginsOK = add("plugin "+key, reason.New(reason.PluginUnpinned, "%s: pin %s", e.Path, e.Hash), "") && pluginsOK
 			default:
 				add("plugin "+key, nil, e.Path+" pinned")

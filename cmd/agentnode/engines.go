@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/sdk/plugin"
@@ -52,9 +53,9 @@ func (e *imageEngines) start(ctx context.Context) {
 	}
 	e.started = true
 	binDir, _ := pluginhost.DefaultBinDir()
-	entries, _ := pluginhost.Discover(e.homeDir, binDir)
+	entries, _ := plugincat.Discover(e.homeDir, binDir)
 	for _, en := range entries {
-		if en.Kind != plugin.KindSandbox || en.Shadowed || !en.Pinned || en.Hash != pluginhost.HashOK {
+		if en.Kind != plugin.KindSandbox || en.Shadowed || !en.Pinned || en.Hash != plugincat.HashOK {
 			continue
 		}
 		c, err := e.host.Sandbox(ctx, en.Name)

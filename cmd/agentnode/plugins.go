@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 )
@@ -38,10 +39,10 @@ func pluginDirs() (homeDir, binDir string, err error) {
 }
 
 type pluginsListOutput struct {
-	BinDir     string             `json:"bin_dir"`
-	PluginsDir string             `json:"plugins_dir"`
-	PinsFile   string             `json:"pins_file"`
-	Plugins    []pluginhost.Entry `json:"plugins"`
+	BinDir     string            `json:"bin_dir"`
+	PluginsDir string            `json:"plugins_dir"`
+	PinsFile   string            `json:"pins_file"`
+	Plugins    []plugincat.Entry `json:"plugins"`
 }
 
 func newPluginsListCmd() *cobra.Command {
@@ -55,7 +56,7 @@ func newPluginsListCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			entries, err := pluginhost.Discover(homeDir, binDir)
+			entries, err := plugincat.Discover(homeDir, binDir)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -64,7 +65,7 @@ func newPluginsListCmd() *cobra.Command {
 				Plugins: entries,
 			}
 			if out.Plugins == nil {
-				out.Plugins = []pluginhost.Entry{}
+				out.Plugins = []plugincat.Entry{}
 			}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), out)
@@ -108,7 +109,7 @@ func newPluginsListCmd() *cobra.Command {
 }
 
 type pinOutput struct {
-	pluginhost.PinRecord
+	plugincat.PinRecord
 	// Active is false when discovery would run another file for this
 	// kind/name (or none), so the pin has no effect yet.
 	Active  bool   `json:"active"`
@@ -126,22 +127,22 @@ func newPluginsPinCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			p, err := pluginhost.Pin(homeDir, args[0])
-			if errors.Is(err, pluginhost.ErrInvalidName) || errors.Is(err, fs.ErrNotExist) {
+			p, err := plugincat.Pin(homeDir, args[0])
+			if errors.Is(err, plugincat.ErrInvalidName) || errors.Is(err, fs.ErrNotExist) {
 				return fail(cmd, jsonOut, usageError("%v", err))
 			}
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			out := pinOutput{PinRecord: p}
-			entries, err := pluginhost.Discover(homeDir, binDir)
+			entries, err := plugincat.Discover(homeDir, binDir)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
 			out.Warning = fmt.Sprintf("%s is not in %s or %s, where agentnode looks for plugins",
 				p.Path, binDir, home.PluginsDir(homeDir))
 			for _, e := range entries {
-				if e.Key() != pluginhost.Key(p.Kind, p.Name) || e.Shadowed || e.Source == pluginhost.SourcePin {
+				if e.Key() != pluginhost.Key(p.Kind, p.Name) || e.Shadowed || e.Source == plugincat.SourcePin {
 					continue
 				}
 				if e.Path == p.Path {

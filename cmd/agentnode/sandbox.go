@@ -323,7 +323,7 @@ it does not.`,
 				rep.OK, rep.Resolves, rep.Detail = true, true, "OK: digests and rootfs verified"
 			}
 			rep.Python, _ = pythonImageStatus(dir, cfg.Sandbox.PythonImage)
-			imgs, err := image.Status(dir)
+			imgs, err := imagebuild.Status(dir)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}

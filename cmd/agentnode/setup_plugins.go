@@ -3,9 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/spf13/cobra"
-
-	"github.com/agentnode/agentnode/kernel/pluginhost"
 )
 
 // Setup pins the bundled plugins it finds beside agentnode. They ship with
@@ -14,7 +13,7 @@ import (
 // $AGENTNODE_HOME/plugins are pinned only by `agentnode plugins pin`.
 func init() {
 	setupHooks = append(setupHooks, func(cmd *cobra.Command, homeDir string) error {
-		pins, err := pluginhost.PinBundled(homeDir, "")
+		pins, err := plugincat.PinBundled(homeDir, "")
 		if err != nil {
 			return fmt.Errorf("pin bundled plugins: %w", err)
 		}

@@ -88,8 +88,8 @@ func newTrustKeygenCmd() *cobra.Command {
 			if err := keychain.Available(); err != nil {
 				return fail(cmd, jsonOut, keychainFailure(err))
 			}
-			service := keychain.TrustKeyService(id)
-			switch _, err := keychain.TrustKey(id); {
+			service := trustKeyService(id)
+			switch _, err := trustKey(id); {
 			case err == nil:
 				return fail(cmd, jsonOut, usageError("a trust signing key %q already exists in the OS keychain (service %s); choose another id", id, service))
 			case !errors.Is(err, keychain.ErrNotFound):
@@ -99,13 +99,13 @@ func newTrustKeygenCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, fmt.Errorf("generate Ed25519 key: %w", err))
 			}
-			if err := keychain.SetTrustKey(id, priv); err != nil {
+			if err := setTrustKey(id, priv); err != nil {
 				return fail(cmd, jsonOut, keychainFailure(err))
 			}
 			pubB64 := base64.StdEncoding.EncodeToString(pub)
 			if err := configedit.AddTrustKey(cfgPath, id, pubB64); err != nil {
 				// Roll back so that the id can be used again.
-				if derr := keychain.Delete(service, keychain.TrustKeyUser); derr != nil {
+				if derr := keychain.Delete(service, trustKeyUser); derr != nil {
 					err = fmt.Errorf("%w (and removing the new private key from the OS keychain failed: %v)", err, derr)
 				}
 				return fail(cmd, jsonOut, err)
@@ -116,7 +116,7 @@ func newTrustKeygenCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "id: %s\npublic_key: %s\n", res.ID, res.PublicKey)
 			fmt.Fprintf(cmd.ErrOrStderr(), "private key stored in the OS keychain (service %s, user %s); public key pinned in %s\n",
-				service, keychain.TrustKeyUser, cfgPath)
+				service, trustKeyUser, cfgPath)
 			return nil
 		},
 	}
@@ -223,11 +223,11 @@ func newTrustAttestCmd() *cobra.Command {
 			if err := keychain.Available(); err != nil {
 				return fail(cmd, jsonOut, keychainFailure(err))
 			}
-			priv, err := keychain.TrustKey(keyID)
+			priv, err := trustKey(keyID)
 			if errors.Is(err, keychain.ErrNotFound) {
 				err = reason.New(reason.CredentialsMissing,
 					"no trust signing key %q in the OS keychain (service %s); create one with agentnode trust keygen --id %s",
-					keyID, keychain.TrustKeyService(keyID), keyID)
+					keyID, trustKeyService(keyID), keyID)
 			}
 			if err != nil {
 				return fail(cmd, jsonOut, keychainFailure(err))

@@ -72,7 +72,7 @@ func TestTrustKeygenAttest(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "test-" + hex.EncodeToString(b)
-	t.Cleanup(func() { _ = keychain.Delete(keychain.TrustKeyService(id), keychain.TrustKeyUser) })
+	t.Cleanup(func() { _ = keychain.Delete(trustKeyService(id), trustKeyUser) })
 
 	code, out, errOut := runCLI(t, "trust", "keygen", "--id", id, "--json")
 	if code != 0 {
@@ -85,7 +85,7 @@ func TestTrustKeygenAttest(t *testing.T) {
 	if res.ID != id || res.KeychainService != "agentnode-trust:"+id || res.Config != filepath.Join(home, "config.json") {
 		t.Fatalf("keygen result %+v", res)
 	}
-	priv, err := keychain.TrustKey(id)
+	priv, err := trustKey(id)
 	if err != nil {
 		t.Fatalf("private key not in the keychain: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestTrustKeygenAttest(t *testing.T) {
 	if code != reason.ExitUsage || !strings.Contains(errOut3, "already exists in the OS keychain") {
 		t.Fatalf("keygen with the id in the keychain: exit %d, stderr %s", code, errOut3)
 	}
-	if again, err := keychain.TrustKey(id); err != nil || !again.Equal(priv) {
+	if again, err := trustKey(id); err != nil || !again.Equal(priv) {
 		t.Fatalf("keychain key changed: %v", err)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
@@ -65,7 +66,7 @@ func BenchmarkAgentLLMCall(b *testing.B) {
 		c.LLM.Providers = map[string]config.Provider{name: {API: "openai", BaseURL: srv.URL + "/v1"}}
 		c.Guard.ToolOverrides = map[string]config.ToolOverride{"test-agent/call_llm": {Decision: "allow"}} // root escalation
 	})
-	if _, err := pluginhost.PinBundled(st.dir, bin); err != nil {
+	if _, err := plugincat.PinBundled(st.dir, bin); err != nil {
 		b.Fatal(err)
 	}
 	st.plugins = pluginhost.New(pluginhost.Options{HomeDir: st.dir, BinDir: bin})

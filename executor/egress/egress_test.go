@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -80,7 +81,7 @@ func newTestHome(t *testing.T) *testHome {
 	if err := os.MkdirAll(home.AuditDir(dir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pluginhost.PinBundled(dir, bin); err != nil {
+	if _, err := plugincat.PinBundled(dir, bin); err != nil {
 		t.Fatal(err)
 	}
 	h := &testHome{dir: dir, plugins: pluginhost.New(pluginhost.Options{HomeDir: dir, BinDir: bin, Logger: hclog.NewNullLogger()})}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/sdk/plugin"
@@ -28,7 +29,7 @@ func TestWarmPrestartsTheConfiguredPlugins(t *testing.T) {
 		}
 	}
 	k := newHome(t)
-	if _, err := pluginhost.PinBundled(k.HomeDir, bin); err != nil {
+	if _, err := plugincat.PinBundled(k.HomeDir, bin); err != nil {
 		t.Fatal(err)
 	}
 	newHost := func() *pluginhost.Host {

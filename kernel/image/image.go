@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -166,7 +165,7 @@ func Resolve(homeDir, ref string) (*Image, error) {
 		Rootfs:         RootfsDir(homeDir, mhex),
 		Store:          home.ImagesDir(homeDir),
 	}
-	m, err := readManifest(img.Layout, mhex)
+	m, err := ReadManifest(img.Layout, mhex)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +236,10 @@ func readVerified(layoutDir, hexDigest, what string) ([]byte, error) {
 	return data, nil
 }
 
-func readManifest(layoutDir, mhex string) (*v1.Manifest, error) {
+// ReadManifest reads the image manifest blob sha256:mhex of the layout,
+// verified against its digest (sandbox status lists images with it,
+// cmd/agentnode/imagebuild).
+func ReadManifest(layoutDir, mhex string) (*v1.Manifest, error) {
 	data, err := readVerified(layoutDir, mhex, "manifest")
 	if err != nil {
 		return nil, err
@@ -271,49 +273,6 @@ func readConfig(layoutDir string, m *v1.Manifest) (*v1.ConfigFile, error) {
 			m.Config.Digest, len(cfg.RootFS.DiffIDs), len(m.Layers))
 	}
 	return cfg, nil
-}
-
-// Status lists the images in the OCI layout of homeDir, in index order. An
-// absent layout is no images. The images are not verified: use Resolve on
-// their Ref for that. ConfigDigest is empty when the manifest blob cannot be
-// read.
-func Status(homeDir string) ([]Image, error) {
-	layoutDir := LayoutDir(homeDir)
-	idx, err := ReadIndex(layoutDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Image
-	for _, d := range idx.Manifests {
-		if d.Digest.Algorithm != "sha256" || !IsImageManifest(d.MediaType) {
-			continue
-		}
-		repo := DefaultName
-		if n := d.Annotations[RefNameAnnotation]; n != "" {
-			if i := strings.LastIndex(n, ":"); i > strings.LastIndex(n, "/") {
-				n = n[:i]
-			}
-			repo = n
-		}
-		img := Image{
-			Ref:            repo + "@" + d.Digest.String(),
-			Name:           repo,
-			ManifestDigest: d.Digest.String(),
-			Layout:         layoutDir,
-			Store:          home.ImagesDir(homeDir),
-		}
-		if fi, err := os.Lstat(RootfsDir(homeDir, d.Digest.Hex)); err == nil && fi.IsDir() {
-			img.Rootfs = RootfsDir(homeDir, d.Digest.Hex)
-		}
-		if m, err := readManifest(layoutDir, d.Digest.Hex); err == nil {
-			img.ConfigDigest = m.Config.Digest.String()
-		}
-		out = append(out, img)
-	}
-	return out, nil
 }
 
 // IsImageManifest reports whether mt is an OCI or Docker image manifest.

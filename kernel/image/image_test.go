@@ -27,13 +27,6 @@ func TestParseRef(t *testing.T) {
 	}
 }
 
-func TestStatusEmpty(t *testing.T) {
-	imgs, err := Status(t.TempDir())
-	if err != nil || len(imgs) != 0 {
-		t.Fatalf("Status of an empty home = %v, %v", imgs, err)
-	}
-}
-
 func TestTreeHash(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("a"), 0o644); err != nil {

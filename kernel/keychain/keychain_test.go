@@ -8,9 +8,7 @@ package keychain
 // in which case they fail.
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -130,52 +128,6 @@ func TestRejectsEmpty(t *testing.T) {
 	}
 }
 
-func TestTrustKey(t *testing.T) {
-	requireKeyring(t)
-	id := strings.TrimPrefix(uniqueService(t), "agentnode-test:")
-	t.Cleanup(func() { _ = Delete(TrustKeyService(id), TrustKeyUser) })
-	if got := TrustKeyService("k1"); got != "agentnode-trust:k1" {
-		t.Fatalf("TrustKeyService = %q", got)
-	}
-
-	if _, err := TrustKey(id); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("TrustKey before SetTrustKey: err = %v, want ErrNotFound", err)
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := SetTrustKey(id, priv); err != nil {
-		t.Fatalf("SetTrustKey: %v", err)
-	}
-	raw, err := Get(TrustKeyService(id), TrustKeyUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if raw != base64.StdEncoding.EncodeToString(priv.Seed()) {
-		t.Fatal("stored secret is not the base64 seed")
-	}
-	got, err := TrustKey(id)
-	if err != nil {
-		t.Fatalf("TrustKey: %v", err)
-	}
-	if !got.Equal(priv) {
-		t.Fatal("TrustKey returned another key")
-	}
-
-	const junk = "c2VjcmV0LWJ1dC1ub3QtYS1zZWVk" // base64, wrong length
-	if err := Set(TrustKeyService(id), TrustKeyUser, junk); err != nil {
-		t.Fatal(err)
-	}
-	_, err = TrustKey(id)
-	if err == nil || strings.Contains(err.Error(), junk) || reason.CodeOf(err) != reason.CredentialsMissing {
-		t.Fatalf("corrupt key: err = %v", err)
-	}
-	if err := SetTrustKey(id, priv[:5]); err == nil {
-		t.Fatal("SetTrustKey accepted a short key")
-	}
-}
-
 // withoutKeychain points the process at a session bus address that does not
 // exist and puts a fake dbus-launch first in PATH that records whether it
 // ran.
@@ -198,7 +150,6 @@ func checkUnavailable(t *testing.T, launched string) {
 		"Set":       Set("agentnode-test:nobus", "u", "s"),
 		"Get":       func() error { _, err := Get("agentnode-test:nobus", "u"); return err }(),
 		"Delete":    Delete("agentnode-test:nobus", "u"),
-		"TrustKey":  func() error { _, err := TrustKey("nobus"); return err }(),
 	} {
 		if !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: err = %v, want ErrUnavailable", name, err)

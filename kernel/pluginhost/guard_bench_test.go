@@ -72,9 +72,7 @@ func BenchmarkGuardInspect(b *testing.B) {
 	path := buildBuiltinGuard(b)
 	b.Run("go-plugin", func(b *testing.B) {
 		homeDir := b.TempDir()
-		if _, err := Pin(homeDir, path); err != nil {
-			b.Fatal(err)
-		}
+		testPin(b, homeDir, path)
 		h := New(Options{HomeDir: homeDir, BinDir: filepath.Dir(path), Logger: hclog.NewNullLogger()})
 		b.Cleanup(h.Close)
 		c, err := h.Guard(context.Background(), "builtin")

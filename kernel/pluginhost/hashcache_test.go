@@ -77,9 +77,7 @@ func TestHashCacheNeverVouchesForAChangedFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			replace(t, e.path, b)
-			if _, err := Pin(e.home, e.path); err != nil {
-				t.Fatal(err)
-			}
+			testPin(t, e.home, e.path)
 			if err := startTrust(t, e); err != nil {
 				t.Fatal(err)
 			}

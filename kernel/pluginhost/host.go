@@ -8,7 +8,10 @@
 //
 // Pins: a plugin runs only if pins.json records its resolved path and its
 // SHA-256 and both still match; otherwise the error wraps
-// reason.ErrPluginUnpinned. The hash is computed on the opened binary right
+// reason.ErrPluginUnpinned. The kernel only reads pins.json (LoadPins);
+// listing the plugins and writing pins (`agentnode plugins list|pin`,
+// setup) is the front end's, cmd/agentnode/plugincat, which shares the
+// search order (Scan), the pin reader and the file-mode check from here. The hash is computed on the opened binary right
 // before exec, and exactly that open file is executed (runner.go), so the
 // file cannot be swapped between the check and exec.
 //
@@ -297,41 +300,41 @@ func (h *Host) locate(kind, name string) (string, []byte, error) {
 	if h.initErr != nil {
 		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, h.initErr)
 	}
-	cands, err := scan(h.homeDir, h.binDir)
+	cands, err := Scan(h.homeDir, h.binDir)
 	if err != nil {
 		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, err)
 	}
-	i := slices.IndexFunc(cands, func(c candidate) bool { return c.kind == kind && c.name == name })
+	i := slices.IndexFunc(cands, func(c Candidate) bool { return c.Kind == kind && c.Name == name })
 	if i < 0 {
 		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s is not installed (no %s in %s or %s)",
 			key, FileName(kind, name), h.binDir, home.PluginsDir(h.homeDir))
 	}
 	c := cands[i]
-	if c.err != nil {
-		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, c.err)
+	if c.Err != nil {
+		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, c.Err)
 	}
-	pins, err := loadPins(h.homeDir)
+	pins, err := LoadPins(h.homeDir)
 	if err != nil {
 		return "", nil, err
 	}
 	rec, ok := pins[key]
 	if !ok {
-		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s (%s) is not pinned; run `agentnode plugins pin %s`", key, c.path, c.path)
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s (%s) is not pinned; run `agentnode plugins pin %s`", key, c.Path, c.Path)
 	}
-	if rec.Path != c.path {
-		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: found at %s but pinned at %s", key, c.path, rec.Path)
+	if rec.Path != c.Path {
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: found at %s but pinned at %s", key, c.Path, rec.Path)
 	}
-	if err := checkFileMode(c.path); err != nil {
+	if err := CheckFileMode(c.Path); err != nil {
 		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
 	}
 	// The file is hashed once, by pinnedRunner on the opened file right
 	// before exec (runner.go); hashing it here as well would only double
 	// the cost of every launch (a plugin binary is ~20 MB).
 	checksum, err := hex.DecodeString(rec.SHA256)
-	if err != nil { // validated by loadPins
+	if err != nil { // validated by LoadPins
 		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
 	}
-	return c.path, checksum, nil
+	return c.Path, checksum, nil
 }
 
 // clientConfig is the go-plugin configuration of one plugin launch.

@@ -135,9 +135,7 @@ func TestPinnedPathDiffersRefused(t *testing.T) {
 	// Pin a copy in the home plugins dir; the copy beside agentnode wins
 	// discovery and is not the pinned file, though its bytes are identical.
 	homeCopy := install(t, home.PluginsDir(e.home), "agentnode-trust-faulty", "ok")
-	if _, err := Pin(e.home, homeCopy); err != nil {
-		t.Fatal(err)
-	}
+	testPin(t, e.home, homeCopy)
 	h := e.host(t, Options{})
 	_, err := h.Trust(context.Background(), "faulty")
 	if !errors.Is(err, reason.ErrPluginUnpinned) {
@@ -151,9 +149,7 @@ func TestPinnedPathDiffersRefused(t *testing.T) {
 func TestHomePluginRuns(t *testing.T) {
 	e := &env{home: t.TempDir(), bin: t.TempDir()}
 	e.path = install(t, home.PluginsDir(e.home), "agentnode-trust-faulty", "ok")
-	if _, err := Pin(e.home, e.path); err != nil {
-		t.Fatal(err)
-	}
+	testPin(t, e.home, e.path)
 	h := e.host(t, Options{})
 	c, err := h.Trust(context.Background(), "faulty")
 	if err != nil {
@@ -330,9 +326,7 @@ func TestBrokerGetsOnlySessionBus(t *testing.T) {
 	t.Setenv("AGENTNODE_TEST_SECRET", "s3cret")
 	e := newEnv(t, "env", true)
 	bpath := install(t, e.bin, "agentnode-broker-faulty", "env")
-	if _, err := Pin(e.home, bpath); err != nil {
-		t.Fatal(err)
-	}
+	testPin(t, e.home, bpath)
 	h := e.host(t, Options{})
 	ctx := context.Background()
 	b, err := h.Broker(ctx, "faulty")
@@ -779,9 +773,7 @@ func TestEveryKindHasAnAdapter(t *testing.T) {
 func TestWrongKindBinaryRefused(t *testing.T) {
 	e := &env{home: t.TempDir(), bin: t.TempDir()}
 	e.path = install(t, e.bin, "agentnode-guard-impostor", "ok")
-	if _, err := Pin(e.home, e.path); err != nil {
-		t.Fatal(err)
-	}
+	testPin(t, e.home, e.path)
 	h := e.host(t, Options{})
 	_, err := h.Guard(context.Background(), "impostor")
 	if !errors.Is(err, reason.ErrPluginUnavailable) || !strings.Contains(err.Error(), "guard-impostor") {
@@ -799,9 +791,7 @@ func TestWritableBinaryRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	replace(t, e.path, b) // own inode: the chmod must not touch the shared build
-	if _, err := Pin(e.home, e.path); err != nil {
-		t.Fatal(err)
-	}
+	testPin(t, e.home, e.path)
 	if err := os.Chmod(e.path, 0o757); err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,7 @@ func BenchmarkPluginStart(b *testing.B) {
 	path := buildBuiltinGuard(b)
 	b.Run("host", func(b *testing.B) {
 		homeDir := b.TempDir()
-		if _, err := Pin(homeDir, path); err != nil {
-			b.Fatal(err)
-		}
+		testPin(b, homeDir, path)
 		for b.Loop() {
 			h := New(Options{HomeDir: homeDir, BinDir: filepath.Dir(path), Logger: hclog.NewNullLogger()})
 			if _, err := h.Guard(context.Background(), "builtin"); err != nil {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,11 +111,45 @@ func newEnv(t *testing.T, mode string, pin bool) *env {
 	e := &env{home: t.TempDir(), bin: t.TempDir()}
 	e.path = install(t, e.bin, "agentnode-trust-faulty", mode)
 	if pin {
-		if _, err := Pin(e.home, e.path); err != nil {
-			t.Fatalf("Pin: %v", err)
-		}
+		testPin(t, e.home, e.path)
 	}
 	return e
+}
+
+// testPin records path's pin in pins.json, as `agentnode plugins pin`
+// does (cmd/agentnode/plugincat, which imports this package, so its tests
+// cannot use it): the resolved path and its SHA-256 under Key(kind, name),
+// mode 0600. Pins already there are kept unless the file does not load.
+func testPin(tb testing.TB, homeDir, path string) {
+	tb.Helper()
+	kind, name, ok := ParseFileName(filepath.Base(path))
+	if !ok {
+		tb.Fatalf("testPin: %s is not a plugin file name", path)
+	}
+	real, err := ResolveFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	pins, err := LoadPins(homeDir)
+	if err != nil {
+		pins = map[string]PinValue{}
+	}
+	pins[Key(kind, name)] = PinValue{Path: real, SHA256: hex.EncodeToString(sum[:])}
+	data, err := json.Marshal(pins)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(home.PluginsDir(homeDir), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(PinsPath(homeDir), data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // install places the faulty binary at dir/name (a hard link when possible,

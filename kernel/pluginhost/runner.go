@@ -41,7 +41,7 @@ import (
 //     path after the open changes nothing: the fd keeps naming the inode
 //     that was hashed, and exec resolves /proc/self/fd/<n> to it, not to the
 //     path. Writing into that inode in place remains possible only for its
-//     owner (root or the current user, see checkFileMode, re-checked on the
+//     owner (root or the current user, see CheckFileMode, re-checked on the
 //     open file), who could equally attach to agentnode itself.
 //
 // The fd is opened O_CLOEXEC (os.Open) and is not in ExtraFiles, so it is
@@ -177,7 +177,7 @@ func (r *pinnedRunner) Start(context.Context) (err error) {
 }
 
 // verify checks the open binary: a regular file with the modes
-// checkFileMode demands, and the pinned SHA-256.
+// CheckFileMode demands, and the pinned SHA-256.
 func (r *pinnedRunner) verify(f *os.File) error {
 	fi, err := f.Stat()
 	if err != nil {

@@ -109,7 +109,7 @@ func TestBuildDerivedRefuses(t *testing.T) {
 			if tc.unsafe != errors.Is(err, ErrUnsafeLayer) {
 				t.Fatalf("err = %v; ErrUnsafeLayer: want %v", err, tc.unsafe)
 			}
-			if imgs, _ := image.Status(home); len(imgs) != 0 {
+			if imgs, _ := Status(home); len(imgs) != 0 {
 				t.Fatalf("an image was installed: %+v", imgs)
 			}
 		})

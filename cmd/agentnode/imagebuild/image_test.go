@@ -113,7 +113,7 @@ func TestBuildIsReproducible(t *testing.T) {
 	if *c != *a {
 		t.Errorf("rebuild = %+v, want %+v", c, a)
 	}
-	imgs, err := image.Status(h1)
+	imgs, err := Status(h1)
 	if err != nil || len(imgs) != 1 {
 		t.Fatalf("Status after two builds = %v, %v; want one image", imgs, err)
 	}
@@ -140,7 +140,7 @@ func TestDifferentBusyboxDifferentDigest(t *testing.T) {
 	if a.ManifestDigest == b.ManifestDigest || a.ConfigDigest == b.ConfigDigest {
 		t.Fatalf("one byte more in busybox, same digests: %+v", a)
 	}
-	imgs, err := image.Status(h)
+	imgs, err := Status(h)
 	if err != nil || len(imgs) != 2 {
 		t.Fatalf("Status = %v, %v; want both images", imgs, err)
 	}

@@ -138,7 +138,7 @@ func TestPull(t *testing.T) {
 	if _, err := os.Stat(image.MarkerPath(h, mhex)); err != nil {
 		t.Errorf("marker: %v", err)
 	}
-	imgs, err := image.Status(h)
+	imgs, err := Status(h)
 	if err != nil || len(imgs) != 1 || imgs[0].Ref != ref {
 		t.Errorf("Status = %+v, %v", imgs, err)
 	}
@@ -164,7 +164,7 @@ func TestPull(t *testing.T) {
 	if err != nil || again.Ref != ref {
 		t.Fatalf("Pull with tag and digest = %+v, %v", again, err)
 	}
-	if imgs, _ := image.Status(h); len(imgs) != 1 {
+	if imgs, _ := Status(h); len(imgs) != 1 {
 		t.Errorf("pulling twice lists %d images", len(imgs))
 	}
 }

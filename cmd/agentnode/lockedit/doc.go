@@ -6,5 +6,6 @@
 // only reads and verifies it (kernel/lockfile). The primitives it writes
 // with stay there, one of each: the strict parser, the canonical JSON and
 // the on-disk form, _integrity, structure_digest, the keyed seal and its
-// key, and the flat permissions form.
+// key. The permissions forms are here (permissions.go): only install
+// writes an entry's permissions, and no run reads them from the lockfile.
 package lockedit

@@ -63,7 +63,7 @@ func EntryFor(p *store.Package, info EntryInfo) (*lockfile.Value, error) {
 	}
 	setIf(e, "tools", tools)
 	// The flat form the AgentNode SDK writes and reads (permissions.go).
-	setIf(e, "permissions", lockfile.FlatPermissions(raw.Get("permissions")))
+	setIf(e, "permissions", FlatPermissions(raw.Get("permissions")))
 	setIf(e, "agent", raw.Get("agent"))
 	setIf(e, "connector", raw.Get("connector"))
 	setIf(e, "env_requirements", raw.Get("env_requirements"))

@@ -206,7 +206,7 @@ func TestEntryFor(t *testing.T) {
 	if got, want := string(lockfile.Canonical(e.Get("permissions"))), `{"code_execution_level":"none","data_access_level":"input_only","filesystem_level":"temp","network_level":"none","user_approval_level":"never"}`; got != want {
 		t.Fatalf("permissions = %s, want %s", got, want)
 	}
-	if perms, shape, ok, err := lockfile.EntryPermissions(e); err != nil || !ok || shape != lockfile.ShapeFlat || perms.Filesystem != "temp" {
+	if perms, shape, ok, err := EntryPermissions(e); err != nil || !ok || shape != ShapeFlat || perms.Filesystem != "temp" {
 		t.Fatalf("EntryPermissions = %+v, %s, %v, %v", perms, shape, ok, err)
 	}
 	if lockfile.SelectCanonicalVersion(e) != 3 {
@@ -460,7 +460,7 @@ func TestUpdateKeepsSDKEntries(t *testing.T) {
 	if got := lockfile.Indented(d.Entry("word-counter-pack")); !bytes.Equal([]byte(got), []byte(before)) {
 		t.Errorf("SDK entry changed:\n%s\nwas\n%s", got, before)
 	}
-	if _, shape, _, err := lockfile.EntryPermissions(d.Entry(p.ID)); err != nil || shape != lockfile.ShapeFlat {
+	if _, shape, _, err := EntryPermissions(d.Entry(p.ID)); err != nil || shape != ShapeFlat {
 		t.Errorf("new entry: %s, %v", shape, err)
 	}
 	r := d.Verify(keyOf(vectorKey()))

@@ -30,6 +30,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -75,7 +76,7 @@ func newHost(t testing.TB) *pluginhost.Host {
 	t.Helper()
 	bin := pluginBinary(t)
 	home := t.TempDir()
-	if _, err := pluginhost.Pin(home, filepath.Join(bin, "agentnode-broker-llm")); err != nil {
+	if _, err := plugincat.Pin(home, filepath.Join(bin, "agentnode-broker-llm")); err != nil {
 		t.Fatal(err)
 	}
 	h := pluginhost.New(pluginhost.Options{HomeDir: home, BinDir: bin, Logger: hclog.NewNullLogger()})

@@ -1,6 +1,10 @@
-package lockfile
+package lockedit
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/agentnode/agentnode/kernel/lockfile"
+)
 
 // An entry's permissions come in two shapes. The AgentNode SDK writes and
 // reads them flat, as its registry's install metadata has them:
@@ -15,8 +19,10 @@ import "errors"
 //	  "filesystem": {"level": "temp"}, "code_execution": {"level": "none"}}
 //
 // FlatPermissions makes the flat form (the one both read; install writes
-// it, cmd/agentnode/lockedit); EntryPermissions reads either. The levels
-// are the manifest's in both.
+// it); EntryPermissions reads either. The levels are the manifest's in
+// both. A run never reads an entry's permissions from the lockfile (the
+// installed manifest, which artifact_hash pins, is what a decision reads),
+// so both live with the writer, not in kernel/lockfile.
 
 // Shapes of an entry's permissions.
 const (
@@ -47,12 +53,12 @@ var ErrPermissionsShape = errors.New("lockfile entry: permissions are neither th
 // SDK reads it. Anything else — a shape mixing both forms, a level that is
 // not a string, a member of neither form — is ErrPermissionsShape: the
 // caller fails closed. Errors never quote the file.
-func EntryPermissions(entry *Value) (p Permissions, shape string, present bool, err error) {
+func EntryPermissions(entry *lockfile.Value) (p Permissions, shape string, present bool, err error) {
 	v := entry.Get("permissions")
-	if v == nil || v.Kind == Null {
+	if v == nil || v.Kind == lockfile.Null {
 		return Permissions{}, "", false, nil
 	}
-	if v.Kind != Object {
+	if v.Kind != lockfile.Object {
 		return Permissions{}, "", true, ErrPermissionsShape
 	}
 	flat := map[string]*string{
@@ -67,7 +73,7 @@ func EntryPermissions(entry *Value) (p Permissions, shape string, present bool, 
 		switch {
 		case flat[m.Key] != nil && shape != ShapeNested:
 			shape = ShapeFlat
-			if m.Value.Kind != String {
+			if m.Value.Kind != lockfile.String {
 				return Permissions{}, "", true, ErrPermissionsShape
 			}
 			*flat[m.Key] = m.Value.Str
@@ -78,7 +84,7 @@ func EntryPermissions(entry *Value) (p Permissions, shape string, present bool, 
 				field = "required"
 			}
 			l := m.Value.Get(field)
-			if m.Value.Kind != Object || l == nil || l.Kind != String {
+			if m.Value.Kind != lockfile.Object || l == nil || l.Kind != lockfile.String {
 				return Permissions{}, "", true, ErrPermissionsShape
 			}
 			*nested[m.Key] = l.Str
@@ -109,21 +115,21 @@ func EntryPermissions(entry *Value) (p Permissions, shape string, present bool, 
 // form the AgentNode SDK writes and reads, with all five levels (absent
 // ones take the registry's defaults). nil for a manifest without
 // permissions.
-func FlatPermissions(manifestPerms *Value) *Value {
-	if manifestPerms == nil || manifestPerms.Kind != Object {
+func FlatPermissions(manifestPerms *lockfile.Value) *lockfile.Value {
+	if manifestPerms == nil || manifestPerms.Kind != lockfile.Object {
 		return nil
 	}
-	level := func(key, field, def string) *Value {
-		if s := stringField(manifestPerms.Get(key), field); s != "" {
-			return Str(s)
+	level := func(key, field, def string) *lockfile.Value {
+		if s := manifestPerms.Get(key).Get(field); s != nil && s.Kind == lockfile.String && s.Str != "" {
+			return lockfile.Str(s.Str)
 		}
-		return Str(def)
+		return lockfile.Str(def)
 	}
-	return Obj(
-		Member{"network_level", level("network", "level", defaultLevel)},
-		Member{"filesystem_level", level("filesystem", "level", defaultLevel)},
-		Member{"code_execution_level", level("code_execution", "level", defaultLevel)},
-		Member{"data_access_level", level("data_access", "level", defaultDataAccess)},
-		Member{"user_approval_level", level("user_approval", "required", defaultUserApproval)},
+	return lockfile.Obj(
+		lockfile.Member{Key: "network_level", Value: level("network", "level", defaultLevel)},
+		lockfile.Member{Key: "filesystem_level", Value: level("filesystem", "level", defaultLevel)},
+		lockfile.Member{Key: "code_execution_level", Value: level("code_execution", "level", defaultLevel)},
+		lockfile.Member{Key: "data_access_level", Value: level("data_access", "level", defaultDataAccess)},
+		lockfile.Member{Key: "user_approval_level", Value: level("user_approval", "required", defaultUserApproval)},
 	)
 }

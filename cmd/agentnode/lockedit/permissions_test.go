@@ -1,14 +1,14 @@
-package lockfile
+package lockedit
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/agentnode/agentnode/kernel/lockfile"
 )
 
 func TestEntryPermissionsBothShapes(t *testing.T) {
-	d, err := Parse(sdkLockfile(t))
+	d, err := lockfile.Parse(sdkLockfile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestEntryPermissionsBothShapes(t *testing.T) {
 		"unknown member":   `{"network_level": "none", "gpu_level": "all"}`,
 		"not an object":    `"none"`,
 	} {
-		e, err := ParseValue([]byte(`{"permissions": ` + perms + `}`))
+		e, err := lockfile.ParseValue([]byte(`{"permissions": ` + perms + `}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,28 +47,14 @@ func TestEntryPermissionsBothShapes(t *testing.T) {
 		if perms != "" {
 			doc = `{"permissions": null}`
 		}
-		e, _ := ParseValue([]byte(doc))
+		e, _ := lockfile.ParseValue([]byte(doc))
 		if _, _, ok, err := EntryPermissions(e); ok || err != nil {
 			t.Errorf("%s: present %v, %v", doc, ok, err)
 		}
 	}
 	// Absent levels take the registry's defaults, as the SDK reads them.
-	e, _ := ParseValue([]byte(`{"permissions": {"network_level": "unrestricted"}}`))
+	e, _ := lockfile.ParseValue([]byte(`{"permissions": {"network_level": "unrestricted"}}`))
 	if p, _, _, err := EntryPermissions(e); err != nil || p != (Permissions{"unrestricted", "none", "none", "input_only", "never"}) {
 		t.Errorf("partial flat = %+v, %v", p, err)
 	}
-}
-
-// sdkLockfile is testdata/sdk.lock, an agentnode.lock as the AgentNode SDK writes it
-// (json.dumps indent=2): an entry with the flat permissions of its install
-// metadata and the SDK's other fields (capability_ids, prompts, resources,
-// connector, agent, install_mode, _integrity over its canonical fields),
-// and an entry agentnode wrote before, with the manifest's nested form.
-func sdkLockfile(t testing.TB) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "sdk.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
