@@ -26,6 +26,9 @@
 //	SANDBOXTEST_IMAGE_STORE=$AGENTNODE_HOME/images \
 //	go test github.com/agentnode/agentnode/sdk/sandbox/sandboxtest -run TestPluginBinary -v
 //
+// (SANDBOXTEST_SKIP=a,b fills Config.Skip, and
+// SANDBOXTEST_WORKSPACE_WRITE_REFUSED=1 Config.WorkspaceWriteRefused.)
+//
 // Run first asks Availability and fails the test when the backend is
 // unavailable (check Availability yourself first if you want to skip
 // instead). Then it runs every check as its own subtest, each a separate
