@@ -242,7 +242,13 @@ func curatedEnv(t testing.TB) *mcpEnv {
 // serve starts `agentnode mcp serve` and connects the Go SDK client.
 func (e *mcpEnv) serve(t testing.TB, opts *mcp.ClientOptions) (*mcp.ClientSession, *exec.Cmd, *lockedBuffer) {
 	t.Helper()
-	cmd := e.command("mcp", "serve")
+	return e.serveArgs(t, opts)
+}
+
+// serveArgs is serve with more arguments to `agentnode mcp serve`.
+func (e *mcpEnv) serveArgs(t testing.TB, opts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := e.command(append([]string{"mcp", "serve"}, args...)...)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentnode-e2e-go", Version: "1.0.0"}, opts)
@@ -773,6 +779,145 @@ func TestMCPServeSandboxed(t *testing.T) {
 	}
 	if left := mcpContainers(); len(left) > 0 {
 		t.Fatalf("MCP server containers left after serve exited: %v\nstderr: %s", left, stderr)
+	}
+}
+
+// wsServerPackage is an MCP server package (the e2e server, whose files
+// tool reads and writes paths relative to its working directory) with
+// permissions.filesystem.level LEVEL.
+const wsServerPackage = `manifest_version: "0.2"
+package_id: ID
+package_type: mcp_server
+name: A workspace MCP server
+publisher: e2e
+version: 0.1.0
+summary: A preinstalled MCP server using the user's files
+runtime: mcp
+mcp_server:
+  command: [/pack/bin/server]
+  install: {manager: npm, package: "@agentnode-e2e/echo-mcp", version: 1.0.0}
+capabilities:
+  tools:
+    - {name: files, description: Files, entrypoint: files, action_type: read, input_schema: {type: object}}
+permissions:
+  network: {level: none}
+  filesystem: {level: LEVEL}
+  code_execution: {level: none}
+`
+
+// An MCP server package's kept server gets the session's workspace (`mcp
+// serve --workspace`) as its filesystem level grants it, like a toolpack
+// tool: workspace_write reads and writes it (its working directory),
+// workspace_read reads it and cannot write (EROFS), none does not have it.
+// The grant is in every call's audit records; `agentnode run --workspace`
+// (a server per call) gives the same.
+func TestMCPServeWorkspaceServer(t *testing.T) {
+	e := sandboxEnv(t)
+	bin, err := os.ReadFile(filepath.Join(extraDir, "mcpserver-echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := map[string]string{"ws-write": "workspace_write", "ws-read": "workspace_read", "ws-none": "none"}
+	for id, level := range levels {
+		dir := filepath.Join(e.dir, id)
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "bin", "server"), bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m := strings.NewReplacer("ID", id, "LEVEL", level).Replace(wsServerPackage)
+		if err := os.WriteFile(filepath.Join(dir, "agentnode.yaml"), []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.cli(t, "install", dir)
+		e.cli(t, "config", "set", "guard.rate_limits."+id, `{"per_minute":100000,"per_hour":1000000,"burst":10000}`)
+	}
+	// The user's directory, writable by all: only the grant stands in the
+	// way of writing it.
+	ws := filepath.Join(e.dir, "ws")
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "data.txt"), []byte("the user's data\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(ws, "data.txt"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+
+	type filesOut struct {
+		Cwd        string `json:"cwd"`
+		Read       string `json:"read"`
+		ReadError  string `json:"read_error"`
+		WriteError string `json:"write_error"`
+	}
+	check := func(t *testing.T, how, id string, got filesOut, out string) {
+		t.Helper()
+		want := map[string]bool{"ws-write": true, "ws-read": true}[id]
+		switch {
+		case want && (got.Cwd != ws || got.Read != "the user's data\n" || got.ReadError != ""):
+			t.Errorf("%s %s: the workspace not granted as its working directory, readable: %+v", how, id, got)
+		case !want && (got.Cwd == ws || got.ReadError == ""):
+			t.Errorf("%s %s (filesystem none) saw the workspace: %+v", how, id, got)
+		}
+		written, statErr := os.ReadFile(filepath.Join(ws, out))
+		switch id {
+		case "ws-write":
+			if got.WriteError != "" || statErr != nil || string(written) != "written by the MCP server\n" {
+				t.Errorf("%s %s: write error %q; on the host: %q, %v", how, id, got.WriteError, written, statErr)
+			}
+		case "ws-read":
+			if !strings.Contains(got.WriteError, "read-only file system") || statErr == nil {
+				t.Errorf("%s %s: write error %q (want EROFS); on the host: %v", how, id, got.WriteError, statErr)
+			}
+		default:
+			if got.WriteError == "" && statErr == nil {
+				t.Errorf("%s %s (filesystem none) wrote %s into the workspace", how, id, out)
+			}
+		}
+	}
+
+	cs, _, stderr := e.serveArgs(t, nil, "--workspace", ws)
+	for _, id := range []string{"ws-write", "ws-read", "ws-none"} {
+		for i := range 2 { // the second call is on the same kept server
+			out := id + "-serve-" + strconv.Itoa(i) + ".txt"
+			r := callTool(t, cs, id+"__files", map[string]any{"read": "data.txt", "write": out})
+			var got filesOut
+			if r.IsError || json.Unmarshal([]byte(resultText(r)), &got) != nil {
+				t.Fatalf("%s: isError=%v %q\nstderr: %s", id, r.IsError, resultText(r), stderr)
+			}
+			check(t, "mcp serve", id, got, out)
+			rid, _ := r.Meta["agentnode/request_id"].(string)
+			recs := e.auditRecords(t, rid)
+			want := map[string]string{"ws-write": "read-write " + ws, "ws-read": "read-only " + ws,
+				"ws-none": "not granted (filesystem level none): " + ws}[id]
+			if len(recs) != 2 || recs[0]["workspace"] != want || recs[1]["workspace"] != want || recs[1]["backend"] != "libcontainer" {
+				t.Errorf("%s: audit records %v, want workspace %q in both", id, recs, want)
+			}
+		}
+	}
+	_ = cs.Close()
+
+	// agentnode run: a server started for the call, the same grant.
+	for _, id := range []string{"ws-write", "ws-read", "ws-none"} {
+		out := id + "-run.txt"
+		res := e.cli(t, "run", id, "files", "--input", `{"read":"data.txt","write":"`+out+`"}`, "--workspace", ws, "--json")
+		var r struct {
+			Placement string          `json:"placement"`
+			Result    json.RawMessage `json:"result"`
+		}
+		var got filesOut
+		if json.Unmarshal(res, &r) != nil || r.Placement != "sandbox" || json.Unmarshal(r.Result, &got) != nil {
+			t.Fatalf("run %s: %s", id, res)
+		}
+		check(t, "run", id, got, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "data.txt")); err != nil || string(b) != "the user's data\n" {
+		t.Errorf("the user's file changed: %q, %v", b, err)
 	}
 }
 

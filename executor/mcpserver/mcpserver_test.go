@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // The Guard proxy's hook forwards only the call the pipeline decided.
@@ -70,4 +73,38 @@ type backendFunc func()
 func (f backendFunc) Run(context.Context, *plan.Task) (*plan.Exit, error) {
 	f()
 	return nil, reason.New(reason.SandboxUnavailable, "not in this test")
+}
+
+// taskBackend records the task it was asked to run and runs nothing.
+type taskBackend struct{ got *plan.Task }
+
+func (b *taskBackend) Run(_ context.Context, t *plan.Task) (*plan.Exit, error) {
+	b.got = t
+	return nil, reason.New(reason.SandboxUnavailable, "not in this test")
+}
+
+// The granted workspace goes to the server's task, on either placement,
+// and a kept server is reused only for calls with the same grant.
+func TestWorkspaceReachesServer(t *testing.T) {
+	for _, placement := range []string{plan.PlacementSandbox, plan.PlacementHost} {
+		for _, ws := range []*sandbox.Workspace{nil, {Path: "/home/u/p"}, {Path: "/home/u/p", Writable: true}} {
+			b := &taskBackend{}
+			p := &plan.Plan{RequestID: "r", Package: &store.Package{ID: "p", Dir: t.TempDir()}, Tool: &manifest.Tool{Name: "echo"},
+				Placement: placement, Backend: b, Timeout: time.Second, Workspace: ws, Image: plan.Image{Ref: "img@sha256:0"},
+				MCP: &plan.MCPLaunch{Command: &manifest.MCPCommand{Path: "/pack/bin/server"}, Declared: map[string]string{"echo": "echo"}}}
+			_, _ = runServer(context.Background(), p, time.Second, "", nil, io.Discard, io.Discard)
+			if b.got == nil || !reflect.DeepEqual(b.got.Workspace, ws) {
+				t.Errorf("%s, workspace %+v: the server's task has %+v", placement, ws, b.got)
+			}
+		}
+	}
+	key := func(ws *sandbox.Workspace) string {
+		return launchKey(&plan.Plan{Package: &store.Package{ID: "p"}, Placement: plan.PlacementSandbox, Workspace: ws,
+			MCP: &plan.MCPLaunch{Command: &manifest.MCPCommand{Path: "/pack/bin/server"}}})
+	}
+	keys := map[string]bool{key(nil): true, key(&sandbox.Workspace{Path: "/a"}): true,
+		key(&sandbox.Workspace{Path: "/a", Writable: true}): true, key(&sandbox.Workspace{Path: "/b"}): true}
+	if len(keys) != 4 {
+		t.Errorf("launchKey does not tell the workspace grants apart: %d distinct keys of 4", len(keys))
+	}
 }

@@ -64,7 +64,7 @@ func launchKey(p *plan.Plan) string {
 	}
 	b, _ := json.Marshal([]any{p.Package.ID, p.Package.Version, p.Package.ArtifactHash, p.Placement, p.BackendName,
 		img, p.Limits, p.HostConfinement, p.MCP.Command.Argv(), p.MCP.HostInterpreter, p.MCP.Domains,
-		fmt.Sprintf("%p", p.Plugins)})
+		p.Workspace, fmt.Sprintf("%p", p.Plugins)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

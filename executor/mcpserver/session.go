@@ -179,6 +179,12 @@ func runServer(ctx context.Context, p *plan.Plan, lifetime time.Duration, egress
 		// The sealed egress proxy's socket, or "" (loopback only); a
 		// server with sealed mcp_allowed_domains never runs on the host.
 		EgressSocket: egressSock,
+		// The granted workspace (nil: none): the server's working
+		// directory, mounted (sandbox) or opened to Landlock (host) as
+		// the package's filesystem level grants, for the server's life.
+		// The grant is the package's, the same for each of its calls, and
+		// part of a kept server's launchKey.
+		Workspace: p.Workspace,
 	}
 	if p.Placement == plan.PlacementHost {
 		// No network at all, nothing of the host's environment but PATH.

@@ -36,5 +36,7 @@ func TestConformanceEgress(t *testing.T) {
 }
 
 func suiteConfig(e *dockerEnv) sandboxtest.Config {
-	return sandboxtest.Config{Image: e.img.Ref, ImageStore: e.img.Store}
+	// A writable workspace is refused (config.go, workspaceMount): the
+	// suite checks the refusal.
+	return sandboxtest.Config{Image: e.img.Ref, ImageStore: e.img.Store, WorkspaceWriteRefused: true}
 }

@@ -66,8 +66,9 @@ func listenerCheck(name, what string, l func(h *harness) (*countingListener, []s
 }
 
 // checks is the suite, in the order Run runs it: the core checks, then
-// those of sealed egress (egress.go).
-var checks = append(slices.Clip(coreChecks), egressChecks...)
+// those of sealed egress (egress.go), then those of a workspace
+// (workspace.go).
+var checks = slices.Concat(coreChecks, egressChecks, workspaceChecks)
 
 // coreChecks are the checks of every run, in the order Run runs them: the
 // run protocol first (everything else relies on it), the slow and

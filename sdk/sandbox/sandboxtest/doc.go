@@ -26,6 +26,9 @@
 //	SANDBOXTEST_IMAGE_STORE=$AGENTNODE_HOME/images \
 //	go test github.com/agentnode/agentnode/sdk/sandbox/sandboxtest -run TestPluginBinary -v
 //
+// (SANDBOXTEST_SKIP=a,b fills Config.Skip, and
+// SANDBOXTEST_WORKSPACE_WRITE_REFUSED=1 Config.WorkspaceWriteRefused.)
+//
 // Run first asks Availability and fails the test when the backend is
 // unavailable (check Availability yourself first if you want to skip
 // instead). Then it runs every check as its own subtest, each a separate
@@ -205,6 +208,34 @@
 //
 // After every egress run the suite also looks for host mounts of the
 // socket's directory: the cleanup proof must cover the socket mount.
+//
+// A workspace (Spec.Workspace, the user's directory given with
+// `--workspace`): the setup makes a host directory of mode 0777 holding
+// data.txt (a token, mode 0666: only the mount stands in the way of
+// writing it) and exe (an executable copy of the probe), with outside.txt
+// beside it. These checks run with it granted, read-only unless said;
+// after each the suite checks on the host that data.txt and the
+// directory's entries are as they were, and looks for host mounts of it:
+//   - workspace-cwd: the working directory is the workspace, at its host
+//     path; data.txt reads by its relative name.
+//   - workspace-readonly: the workspace is mounted ro and readable;
+//     opening data.txt for writing, creating a file or a directory,
+//     renaming and chmod fail with EROFS.
+//   - workspace-noexec: the mount is nosuid, nodev, noexec; exe cannot be
+//     run (EACCES).
+//   - workspace-confined: outside.txt cannot be read (by its path, through
+//     WS/.., or ../ from the working directory) and the workspace's parent
+//     lists nothing else.
+//   - workspace-writable: a writable workspace is the working directory,
+//     mounted rw, nosuid, nodev, noexec; a file the probe writes there by
+//     its relative name appears on the host with its content.
+//   - workspace-writable-noexec: in a writable workspace neither exe nor a
+//     copy of the probe written there can be run (EACCES).
+//
+// A backend that cannot make a writable workspace safe (Docker: its bind
+// mounts take no noexec) sets Config.WorkspaceWriteRefused: the two
+// writable checks then require that Run refuses the run with an error,
+// with no output, nothing written and nothing left behind.
 //
 // The suite proves it can fail: its own tests run every check against an
 // insecure backend that executes the probe directly on the host, and most

@@ -14,7 +14,9 @@ import (
 //	go test ./sdk/sandbox/sandboxtest -run TestPluginBinary -v
 //
 // SANDBOXTEST_IMAGE and SANDBOXTEST_IMAGE_STORE fill Config.Image and
-// Config.ImageStore; SANDBOXTEST_SKIP is a comma-separated Config.Skip.
+// Config.ImageStore; SANDBOXTEST_SKIP is a comma-separated Config.Skip;
+// SANDBOXTEST_WORKSPACE_WRITE_REFUSED=1 sets Config.WorkspaceWriteRefused
+// (the Docker backend).
 func TestPluginBinary(t *testing.T) {
 	path := os.Getenv("SANDBOXTEST_PLUGIN")
 	if path == "" {
@@ -28,5 +30,7 @@ func TestPluginBinary(t *testing.T) {
 		Image:      os.Getenv("SANDBOXTEST_IMAGE"),
 		ImageStore: os.Getenv("SANDBOXTEST_IMAGE_STORE"),
 		Skip:       skip,
+		// A backend that refuses a writable workspace (docker).
+		WorkspaceWriteRefused: os.Getenv("SANDBOXTEST_WORKSPACE_WRITE_REFUSED") == "1",
 	})
 }

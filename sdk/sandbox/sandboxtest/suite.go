@@ -65,6 +65,12 @@ type Config struct {
 	// the others always do). The image must carry the egress forwarder
 	// (profile.EgressForwarderPath) and the socket's mount point.
 	WithEgress bool
+	// WorkspaceWriteRefused declares that the backend refuses a writable
+	// workspace (Spec.Workspace with Writable) because it cannot make one
+	// safe (Docker: its bind mounts cannot be noexec): the writable
+	// workspace checks then require that refusal (an error, nothing run,
+	// nothing written) instead of a run. Reported loudly, like Skip.
+	WorkspaceWriteRefused bool
 }
 
 func (c Config) withDefaults() Config {
@@ -149,6 +155,11 @@ func Run(t *testing.T, b sandbox.Backend, cfg Config) {
 		fmt.Fprintln(os.Stderr, msg)
 		t.Log(msg)
 	}
+	if cfg.WorkspaceWriteRefused {
+		msg := "sandboxtest: WARNING: the backend declares it refuses a writable workspace (Config.WorkspaceWriteRefused): the writable workspace checks verify the refusal only"
+		fmt.Fprintln(os.Stderr, msg)
+		t.Log(msg)
+	}
 	var failed, skipped []string
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,6 +224,8 @@ type harness struct {
 
 	egress *egressServer // Spec.EgressSocket of egress runs
 
+	ws *workspaceFixture // Spec.Workspace of the workspace runs (workspace.go)
+
 	leftoverWait time.Duration // leftoverWait; the suite's own tests shorten it
 
 	runs atomic.Int64
@@ -268,6 +281,9 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 		return nil, err
 	}
 	if err := h.addSetuidCopy(probe); err != nil {
+		return nil, err
+	}
+	if h.ws, err = newWorkspaceFixture(tb, probe); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{"probe", "probe-suid"} {
@@ -374,6 +390,8 @@ type runOpts struct {
 	stdin   io.Reader
 	stdout  io.Writer // default: a capBuffer
 	egress  egressMode
+	// workspace is Spec.Workspace (nil: none).
+	workspace *sandbox.Workspace
 }
 
 // egressMode says whether a run sets Spec.EgressSocket.
@@ -458,7 +476,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 	// The unpacked rootfs of Image, which a backend that runs a directory
 	// mounts ("" when there is none).
 	rootfs, _ := imagestore.RootfsDir(h.cfg.ImageStore, h.cfg.Image)
-	mountsBefore := hostMounts(h.pack, rootfs, runID, h.egress.dir)
+	mountsBefore := hostMounts(h.pack, rootfs, runID, h.egress.dir, h.ws.dir)
 	req := &sandbox.RunRequest{
 		Spec: sandbox.Spec{
 			RunID:        runID,
@@ -470,6 +488,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 			Limits:       limits,
 			Timeout:      timeout,
 			EgressSocket: sock,
+			Workspace:    o.workspace,
 		},
 		Stdin:  o.stdin,
 		Stdout: stdout,
@@ -488,7 +507,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 	for deadline := time.Now().Add(h.leftoverWait); ; {
 		res.leftovers = probeProcesses(h.bins)
 		res.traces = nil
-		for m := range hostMounts(h.pack, rootfs, runID, h.egress.dir) {
+		for m := range hostMounts(h.pack, rootfs, runID, h.egress.dir, h.ws.dir) {
 			if !mountsBefore[m] {
 				res.traces = append(res.traces, "mount "+m)
 			}

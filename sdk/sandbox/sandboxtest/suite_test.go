@@ -27,6 +27,11 @@ var mustFailOnHost = []string{
 	// The insecure backend ignores Spec.EgressSocket.
 	"egress-proxy-env", "egress-reaches-host", "egress-net-only-lo", "egress-socket-mount",
 	"egress-only-new-mount", "egress-pid1-confined",
+	// The insecure backend ignores Spec.Workspace: the probe runs in the
+	// suite's directory, where the workspace's parent and its exe are
+	// reachable and writable.
+	"workspace-cwd", "workspace-readonly", "workspace-noexec", "workspace-confined",
+	"workspace-writable", "workspace-writable-noexec",
 }
 
 // TestInsecureBackendFailsTheSuite runs every check against a backend that

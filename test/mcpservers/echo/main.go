@@ -20,6 +20,10 @@
 //	         trusting only the PEM CA bundle at PATH (default
 //	         /pack/ca.pem); returns {"status", "body", "proxy"} or a tool
 //	         error saying why
+//	files    {"read": PATH, "write": PATH}: the working directory, PATH
+//	         read (relative to it) and a line written to the other PATH
+//	         (each "" skipped), with the error of each as a string:
+//	         {"cwd", "read", "read_error", "write_error"}
 package main
 
 import (
@@ -75,6 +79,11 @@ func main() {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
 			}
 			return structured(out), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "files", Description: "Read and write files by path", InputSchema: obj},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			return structured(files(req.Params.Arguments)), nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Printf("echo mcp server: %v", err)
@@ -158,4 +167,27 @@ func fetch(ctx context.Context, raw json.RawMessage) (map[string]any, error) {
 		return nil, fmt.Errorf("fetch %s: body: %w", args.URL, err)
 	}
 	return map[string]any{"status": resp.StatusCode, "body": string(body), "proxy": os.Getenv("HTTPS_PROXY")}, nil
+}
+
+// files reads and writes the paths args names, relative to the working
+// directory (the workspace, when one was granted).
+func files(raw json.RawMessage) map[string]any {
+	var args struct{ Read, Write string }
+	_ = json.Unmarshal(raw, &args)
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	cwd, err := os.Getwd()
+	out := map[string]any{"cwd": cwd, "cwd_error": errText(err)}
+	if args.Read != "" {
+		b, err := os.ReadFile(args.Read)
+		out["read"], out["read_error"] = string(b), errText(err)
+	}
+	if args.Write != "" {
+		out["write_error"] = errText(os.WriteFile(args.Write, []byte("written by the MCP server\n"), 0o644))
+	}
+	return out
 }

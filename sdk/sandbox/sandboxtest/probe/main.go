@@ -140,6 +140,14 @@ var checks = map[string]checkFunc{
 	"egress-no-other-way":  checkEgressNoOtherWay,  // ABSTRACTNAME TCPADDR...
 	"egress-socket-mount":  checkEgressSocketMount, // PATH
 	"egress-pid1-confined": checkEgressPid1,        // FORWARDER
+
+	// a workspace (Spec.Workspace)
+	"workspace-cwd":             checkWorkspaceCwd,          // WS TOKEN
+	"workspace-readonly":        checkWorkspaceReadonly,     // WS TOKEN
+	"workspace-noexec":          checkWorkspaceNoexec("ro"), // WS
+	"workspace-confined":        checkWorkspaceConfined,     // WS
+	"workspace-writable":        checkWorkspaceWritable,     // WS NAME TOKEN
+	"workspace-writable-noexec": checkWorkspaceNoexec("rw"), // WS
 }
 
 func main() {
