@@ -1,6 +1,7 @@
 package bounded
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -93,13 +94,21 @@ func ReadFileFollow(path string, max int64) ([]byte, error) {
 func ReadAll(f *os.File, max int64) ([]byte, error) { return read(f, f.Name(), max) }
 
 func read(f *os.File, path string, max int64) ([]byte, error) {
-	if fi, err := f.Stat(); err == nil && fi.Size() > max {
-		return nil, fmt.Errorf("%s is %d bytes, more than %d: %w", path, fi.Size(), max, ErrTooLarge)
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		if fi.Size() > max {
+			return nil, fmt.Errorf("%s is %d bytes, more than %d: %w", path, fi.Size(), max, ErrTooLarge)
+		}
+		size = fi.Size()
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
+	// Room for the size fstat reported, so that a file that did not grow
+	// is read without reallocating (hashcache files are read before every
+	// run); the limit still holds whatever the file does.
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
 		return nil, err
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > max {
 		return nil, fmt.Errorf("%s is more than %d bytes: %w", path, max, ErrTooLarge)
 	}

@@ -19,21 +19,32 @@
 // Settle before hashing began, and the stamps are checked again after
 // hashing.
 //
-// A cache is one JSON file (0600) in agentnode's state directory. It is as
+// A cache is one file (0600) in agentnode's state directory. It is as
 // trusted as the pins and package metadata next to it: whoever can write
 // one can write the others. A missing, corrupt or unwritable cache only
 // means files are hashed again.
+//
+// The file is read before every run that checks a tree (an image's rootfs
+// holds over a thousand files), so it is a flat format that parses without
+// reflection: the line "agentnode-hashcache-v1", then one record per file,
+//
+//	SHA256-HEX SP DEV SP INO SP SIZE SP MTIME-NS SP CTIME-NS SP PATH NUL
+//
+// with the numbers in decimal. A path holds no NUL, so it may hold spaces
+// and newlines. A file that does not parse as a whole is no cache at all.
 package hashcache
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,18 +58,21 @@ var Settle = 2 * time.Second
 
 // Stamp identifies one version of a file.
 type Stamp struct {
-	Dev     uint64 `json:"dev"`
-	Ino     uint64 `json:"ino"`
-	Size    int64  `json:"size"`
-	MtimeNS int64  `json:"mtime_ns"`
-	CtimeNS int64  `json:"ctime_ns"`
+	Dev     uint64
+	Ino     uint64
+	Size    int64
+	MtimeNS int64
+	CtimeNS int64
 }
 
 // Entry is one cached digest.
 type Entry struct {
 	Stamp
-	SHA256 string `json:"sha256"`
+	SHA256 string // hex
 }
+
+// header starts every cache file; it names the format's version.
+const header = "agentnode-hashcache-v1\n"
 
 // Cache is the digest cache kept in one file. Its methods are safe for
 // concurrent use; a nil *Cache caches nothing.
@@ -101,11 +115,84 @@ func Read(path string) map[string]Entry {
 	if err != nil {
 		return nil
 	}
-	var m map[string]Entry
-	if json.Unmarshal(data, &m) != nil {
+	m, ok := parse(string(data))
+	if !ok {
 		return nil
 	}
 	return m
+}
+
+// parse decodes a cache file; ok is false unless all of it is well formed.
+// The names and digests share data's memory.
+func parse(data string) (m map[string]Entry, ok bool) {
+	rest, found := strings.CutPrefix(data, header)
+	if !found {
+		return nil, false
+	}
+	m = make(map[string]Entry, strings.Count(rest, "\x00"))
+	for rest != "" {
+		var rec string
+		if rec, rest, found = strings.Cut(rest, "\x00"); !found {
+			return nil, false
+		}
+		var f [6]string
+		for i := range f {
+			if f[i], rec, found = strings.Cut(rec, " "); !found {
+				return nil, false
+			}
+		}
+		name := rec
+		var e Entry
+		var errs [5]error
+		e.SHA256 = f[0]
+		e.Dev, errs[0] = strconv.ParseUint(f[1], 10, 64)
+		e.Ino, errs[1] = strconv.ParseUint(f[2], 10, 64)
+		e.Size, errs[2] = strconv.ParseInt(f[3], 10, 64)
+		e.MtimeNS, errs[3] = strconv.ParseInt(f[4], 10, 64)
+		e.CtimeNS, errs[4] = strconv.ParseInt(f[5], 10, 64)
+		if name == "" || len(e.SHA256) != 2*sha256.Size || errs != [5]error{} {
+			return nil, false
+		}
+		if _, dup := m[name]; dup {
+			return nil, false
+		}
+		m[name] = e
+	}
+	return m, true
+}
+
+// format encodes entries as a cache file, in name order.
+func format(m map[string]Entry) ([]byte, error) {
+	names := make([]string, 0, len(m))
+	size := len(header)
+	for name, e := range m {
+		if name == "" || strings.IndexByte(name, 0) >= 0 || len(e.SHA256) != 2*sha256.Size {
+			return nil, fmt.Errorf("hashcache: entry %q cannot be written", name)
+		}
+		names = append(names, name)
+		size += len(name) + 2*sha256.Size + 5*21 + 1
+	}
+	slices.Sort(names)
+	b := make([]byte, 0, size)
+	b = append(b, header...)
+	for _, name := range names {
+		e := m[name]
+		b = append(b, e.SHA256...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, e.Dev, 10)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, e.Ino, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, e.Size, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, e.MtimeNS, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, e.CtimeNS, 10)
+		b = append(b, ' ')
+		b = append(b, name...)
+		b = append(b, 0)
+	}
+	return b, nil
 }
 
 // Lookup returns the digest recorded for the file name with stamp st.
@@ -166,16 +253,21 @@ func (c *Cache) Flush() {
 			delete(c.m, name)
 		}
 	}
-	data, err := json.Marshal(c.m)
+	_ = Write(c.path, c.m)
+}
+
+// Write replaces the cache file at path with the entries m (0600, its
+// directory created 0700 if missing). Flush writes through it.
+func Write(path string, m map[string]Entry) error {
+	data, err := format(m)
 	if err != nil {
-		return
+		return err
 	}
-	dir := filepath.Dir(c.path)
-	if os.MkdirAll(dir, 0o700) != nil {
-		return
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
 	// No fsync: losing the cache in a crash only costs a hash.
-	_ = atomicfile.WriteFile(c.path, data, 0o600, atomicfile.NoSync)
+	return atomicfile.WriteFile(path, data, 0o600, atomicfile.NoSync)
 }
 
 // Sum returns the SHA-256 of the open regular file f, known by name: from

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -117,9 +119,9 @@ func TestEntriesMustMatchTheStamps(t *testing.T) {
 	e := m[file]
 	e.Ino++
 	m[file] = e
-	c := Open(cachePath)
-	c.loaded, c.m, c.dirty = true, m, true
-	c.Flush()
+	if err := Write(cachePath, m); err != nil {
+		t.Fatal(err)
+	}
 	if _, hashed := sum(t, Open(cachePath), file); !hashed {
 		t.Fatal("an entry for another inode spared the hash")
 	}
@@ -195,6 +197,53 @@ func TestNilCacheHashes(t *testing.T) {
 		want := sha256.Sum256([]byte("hello"))
 		if !hashed || !bytes.Equal(got, want[:]) {
 			t.Fatalf("nil cache: %x hashed=%v", got, hashed)
+		}
+	}
+}
+
+// The file format round-trips any path (spaces, newlines, non-UTF-8), and
+// a file that is not a whole well-formed cache is no cache at all.
+func TestFormatRoundTripAndRejects(t *testing.T) {
+	digest := strings.Repeat("ab", sha256.Size)
+	m := map[string]Entry{
+		"/a":                  {Stamp{Dev: 1, Ino: 2, Size: 3, MtimeNS: -4, CtimeNS: 1796315861109534073}, digest},
+		"/dir/with space":     {Stamp{Dev: 18446744073709551615, Ino: 9}, digest},
+		"/new\nline \xff\x01": {Stamp{Size: 1 << 40}, digest},
+	}
+	data, err := format(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := parse(string(data))
+	if !ok || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %v %v\n%q", got, ok, data)
+	}
+	if _, err := format(map[string]Entry{"/nul\x00": {SHA256: digest}}); err == nil {
+		t.Error("a path with NUL was written")
+	}
+	if _, err := format(map[string]Entry{"/short": {SHA256: "ab"}}); err == nil {
+		t.Error("a short digest was written")
+	}
+	empty, err := format(nil)
+	if m, ok := parse(string(empty)); err != nil || !ok || len(m) != 0 {
+		t.Errorf("empty cache: %q %v %v", empty, m, ok)
+	}
+	rec := digest + " 1 2 3 4 5 /p\x00"
+	for name, bad := range map[string]string{
+		"no header":        rec,
+		"other version":    "agentnode-hashcache-v2\n" + rec,
+		"json":             `{"/p":{"dev":1}}`,
+		"truncated":        header + rec[:len(rec)-1],
+		"missing field":    header + digest + " 1 2 3 4 /p\x00",
+		"empty path":       header + digest + " 1 2 3 4 5 \x00",
+		"not a number":     header + digest + " 1 2 x 4 5 /p\x00",
+		"negative inode":   header + digest + " 1 -2 3 4 5 /p\x00",
+		"short digest":     header + digest[2:] + " 1 2 3 4 5 /p\x00",
+		"duplicate":        header + rec + rec,
+		"trailing garbage": header + rec + "x",
+	} {
+		if m, ok := parse(bad); ok || m != nil {
+			t.Errorf("%s: parsed as %v", name, m)
 		}
 	}
 }

@@ -117,5 +117,5 @@ func TreeHash(dir string, cache *hashcache.Cache) (string, error) {
 // they were last hashed. One file per image, so that a run reads the
 // entries of its own image only.
 func HashCachePath(homeDir, manifestHex string) string {
-	return filepath.Join(home.StateDir(homeDir), "image-hashes", manifestHex+".json")
+	return filepath.Join(home.StateDir(homeDir), "image-hashes", manifestHex)
 }

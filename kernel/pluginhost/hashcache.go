@@ -12,7 +12,7 @@ import (
 // pinnedRunner consults it on the very descriptor it then executes.
 
 // HashCacheFile is the cache's file name in the state directory.
-const HashCacheFile = "plugin-hashes.json"
+const HashCacheFile = "plugin-hashes"
 
 func hashCachePath(homeDir string) string {
 	return filepath.Join(home.StateDir(homeDir), HashCacheFile)

@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"sync/atomic"
@@ -49,17 +48,12 @@ func TestHashCacheSparesRehash(t *testing.T) {
 	if got := n.Load(); got != 1 {
 		t.Fatalf("hashed %d times in 3 starts, want 1 (then the cache vouches)", got)
 	}
-	data, err := os.ReadFile(hashCachePath(e.home))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fi, err := os.Stat(hashCachePath(e.home))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("cache file mode %v, %v", fi.Mode().Perm(), err)
 	}
-	var m map[string]hashcache.Entry
-	if err := json.Unmarshal(data, &m); err != nil || m[e.path].SHA256 == "" {
-		t.Fatalf("cache has no entry for %s: %s (%v)", e.path, data, err)
+	if m := hashcache.Read(hashCachePath(e.home)); m[e.path].SHA256 == "" {
+		t.Fatalf("cache has no entry for %s: %v", e.path, m)
 	}
 }
 
@@ -119,8 +113,7 @@ func TestHashCacheEntriesMustMatchTheFile(t *testing.T) {
 	entry := m[e.path]
 	entry.Ino++
 	m[e.path] = entry
-	data, _ := json.Marshal(m)
-	if err := os.WriteFile(hashCachePath(e.home), data, 0o600); err != nil {
+	if err := hashcache.Write(hashCachePath(e.home), m); err != nil {
 		t.Fatal(err)
 	}
 	before := n.Load()
@@ -130,7 +123,7 @@ func TestHashCacheEntriesMustMatchTheFile(t *testing.T) {
 	if n.Load() != before+1 {
 		t.Fatal("an entry for another inode spared the hash")
 	}
-	if err := os.WriteFile(hashCachePath(e.home), []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(hashCachePath(e.home), []byte("agentnode-hashcache-v1\nnot a record"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := startTrust(t, e); err != nil {

@@ -121,7 +121,7 @@ func (s *Store) Verdicts() *validcache.Cache { return s.verdicts }
 
 // HashCacheFile is the name, in agentnode's state directory, of the cache
 // of installed files' digests (WithHashes).
-const HashCacheFile = "package-hashes.json"
+const HashCacheFile = "package-hashes"
 
 // WithHashes makes Verify take the digest of a file that did not change
 // since it was last hashed from c (kernel/hashcache) instead of reading it

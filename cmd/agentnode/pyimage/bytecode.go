@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 )
@@ -55,15 +56,22 @@ out.flush()
 // bytecode is about the size of its source).
 const maxBytecode = 1 << 30
 
+// distPackages is the directory of Debian's packaged Python modules (pip,
+// setuptools and wheel in the installer image; nothing in the runtime
+// image).
+const distPackages = "usr/lib/python3/dist-packages"
+
 // compileStdlib returns the bytecode of the standard library's modules
-// among files, compiled by the interpreter of the packages they were taken
-// from (the image's own, at root/usr/bin/python3.N), so that the image's
-// interpreter does not compile every module it imports on every start
-// (it cannot write bytecode: the rootfs is read-only and the shim runs
-// with -B). Files without a standard library directory (no Python among
-// them) give none. The same sources and interpreter give the same bytes:
-// the compiler runs with a fixed hash seed (frozenset constants keep their
-// order) and compiles the sources in name order.
+// among files, and of the modules in Debian's dist-packages (pip and its
+// dependencies in the installer image), compiled by the interpreter of the
+// packages they were taken from (the image's own, at
+// root/usr/bin/python3.N), so that the image's interpreter does not compile
+// every module it imports on every start (it cannot write bytecode: the
+// rootfs is read-only and the shim runs with -B). Files without a standard
+// library directory (no Python among them) give none. The same sources
+// and interpreter give the same bytes: the compiler runs with a fixed hash
+// seed (frozenset constants keep their order) and compiles the sources in
+// name order.
 func compileStdlib(root string, files []imagebuild.File) ([]imagebuild.File, error) {
 	var lib string
 	for _, f := range files {
@@ -77,9 +85,10 @@ func compileStdlib(root string, files []imagebuild.File) ([]imagebuild.File, err
 	if lib == "" {
 		return nil, nil
 	}
+	dirs := []string{lib, distPackages}
 	var sources []imagebuild.File
 	for _, f := range files {
-		if f.Type == tar.TypeReg && path.Ext(f.Name) == ".py" && len(f.Name) > len(lib) && f.Name[:len(lib)+1] == lib+"/" {
+		if f.Type == tar.TypeReg && path.Ext(f.Name) == ".py" && under(f.Name, dirs) {
 			sources = append(sources, f)
 		}
 	}
@@ -111,7 +120,7 @@ func compileStdlib(root string, files []imagebuild.File) ([]imagebuild.File, err
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("compile the standard library with %s: %w", interpreter, err)
 	}
-	out, readErr := readCompiled(bufio.NewReader(io.LimitReader(stdout, maxBytecode)), lib)
+	out, readErr := readCompiled(bufio.NewReader(io.LimitReader(stdout, maxBytecode)), dirs)
 	if readErr != nil {
 		_ = cmd.Process.Kill()
 	}
@@ -121,9 +130,20 @@ func compileStdlib(root string, files []imagebuild.File) ([]imagebuild.File, err
 	return out, nil
 }
 
+// under reports whether the image path name is below one of dirs.
+func under(name string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(name, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // readCompiled reads the compiler's records: bytecode paths, which must be
-// in a __pycache__ directory of the standard library.
-func readCompiled(r *bufio.Reader, lib string) ([]imagebuild.File, error) {
+// in a __pycache__ directory below one of dirs (the directories of the
+// sources).
+func readCompiled(r *bufio.Reader, dirs []string) ([]imagebuild.File, error) {
 	var out []imagebuild.File
 	for {
 		if _, err := r.Peek(1); err == io.EOF {
@@ -139,7 +159,7 @@ func readCompiled(r *bufio.Reader, lib string) ([]imagebuild.File, error) {
 		}
 		n := string(name)
 		if len(n) < 2 || n[0] != '/' || path.Clean(n) != n || path.Base(path.Dir(n)) != "__pycache__" ||
-			path.Ext(n) != ".pyc" || !bytes.HasPrefix(name, []byte("/"+lib+"/")) {
+			path.Ext(n) != ".pyc" || !under(n[1:], dirs) {
 			return nil, fmt.Errorf("the compiler named %q", n)
 		}
 		out = append(out, imagebuild.File{Name: n[1:], Type: tar.TypeReg, Mode: 0o644, Body: body})

@@ -178,6 +178,93 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 	})
 }
 
+// TestPythonInstallerImage builds the Python installer image twice, into
+// two homes, and requires the same digests and pip's modules compiled into
+// checked hash-based bytecode; as root, pip inside the unpacked rootfs
+// loads its modules from that bytecode (the image's interpreter cannot
+// write any) and answers.
+func TestPythonInstallerImage(t *testing.T) {
+	needHostPython(t)
+	if _, err := os.Stat("/var/lib/dpkg/info/python3-pip.list"); err != nil {
+		if os.Getenv("AGENTNODE_REQUIRE_PYTHON") == "1" {
+			t.Fatalf("python3-pip is not installed: %v", err)
+		}
+		t.Skipf("python3-pip is not installed: %v", err)
+	}
+	base := baseOptions(t)
+	bin := filepath.Join(t.TempDir(), "pybuild")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	if out, err := exec.Command(goTool, "build", "-o", bin, "./pybuild").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./pybuild: %v\n%s", err, out)
+	}
+	build := func(home string) (*image.Image, *Contents, time.Duration, time.Duration) {
+		t.Helper()
+		cmd := exec.Command(bin, "-home", home, "-installer", "-busybox", base.BusyboxPath, "-forwarder", base.ForwarderPath)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		start := time.Now()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("pybuild -installer: %v\n%s", err, stderr.String())
+		}
+		wall := time.Since(start)
+		var res struct {
+			Image    *image.Image `json:"image"`
+			Contents *Contents    `json:"contents"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil || res.Image == nil || res.Contents == nil {
+			t.Fatalf("pybuild printed %s: %v", out, err)
+		}
+		return res.Image, res.Contents, wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	a, contents, wall, cpu := build(t.TempDir())
+	b, _, _, _ := build(t.TempDir())
+	if a.ManifestDigest != b.ManifestDigest || a.ConfigDigest != b.ConfigDigest {
+		t.Fatalf("two builds from the same packages differ: %s/%s, %s/%s", a.ManifestDigest, a.ConfigDigest, b.ManifestDigest, b.ConfigDigest)
+	}
+	if contents.DistBytecode < 100 || contents.Bytecode-contents.DistBytecode < 100 {
+		t.Fatalf("%d compiled modules in the image, %d of them in dist-packages", contents.Bytecode, contents.DistBytecode)
+	}
+	unpacked, n := treeSize(t, a.Rootfs)
+	t.Logf("%s\nbuild: %v wall, %v CPU; layer %d bytes compressed, rootfs %d bytes in %d entries, %d regular files (%d .pyc, %d of them in dist-packages)",
+		a.Ref, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), layerSize(t, a), unpacked, n,
+		contents.Files, contents.Bytecode, contents.DistBytecode)
+	var pyc []string
+	err = filepath.WalkDir(filepath.Join(a.Rootfs, "usr", "lib", "python3", "dist-packages", "pip", "_internal", "__pycache__"),
+		func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(p, ".pyc") {
+				pyc = append(pyc, p)
+			}
+			return err
+		})
+	if err != nil || len(pyc) == 0 {
+		t.Fatalf("no bytecode of pip._internal in the rootfs: %v", err)
+	}
+	data, err := os.ReadFile(pyc[0])
+	// PEP 552: the flags word after the magic number is 3 for a checked
+	// hash-based .pyc.
+	if err != nil || len(data) < 16 || data[4] != 3 || data[5] != 0 || data[6] != 0 || data[7] != 0 {
+		t.Fatalf("%s is not a checked hash-based .pyc: % x (%v)", pyc[0], data[:min(len(data), 16)], err)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("running inside the rootfs (chroot, mount namespace) needs root")
+	}
+	out, stderr := inRootfs(t, a.Rootfs, "", "", python.Interpreter, "-I", "-B", "-v", "-m", "pip", "--version")
+	if !strings.HasPrefix(out, "pip ") {
+		t.Fatalf("pip --version: stdout %q, stderr %s", out, stderr)
+	}
+	if !strings.Contains(stderr, "# code object from '/usr/lib/python3/dist-packages/pip/_internal/__pycache__/") {
+		t.Fatalf("pip was not loaded from its bytecode:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "# code object from /usr/lib/python3/dist-packages/pip/") { // how -v names a compiled source
+		t.Fatalf("pip's modules were compiled from source:\n%s", stderr)
+	}
+}
+
 func hostPythonVersion(t *testing.T) string {
 	out, err := exec.Command("/usr/bin/python3", "-I", "-c", "import sys; print('%d, %d' % sys.version_info[:2])").Output()
 	if err != nil {

@@ -87,11 +87,14 @@ type Contents struct {
 	// followed (dpkg: the interpreter never loads them).
 	Skipped []string `json:"skipped"`
 	Files   int      `json:"files"` // regular files, the shim and bytecode included
-	// Bytecode is how many of Files are the standard library's compiled
-	// modules (__pycache__/*.pyc), which no package lists.
-	Bytecode int   `json:"bytecode"`
-	Entries  int   `json:"entries"` // files, directories and symlinks
-	Bytes    int64 `json:"bytes"`   // size of the regular files
+	// Bytecode is how many of Files are compiled modules
+	// (__pycache__/*.pyc), which no package lists: the standard library's,
+	// and of those DistBytecode in Debian's dist-packages (pip and its
+	// dependencies in the installer image).
+	Bytecode     int   `json:"bytecode"`
+	DistBytecode int   `json:"dist_bytecode"`
+	Entries      int   `json:"entries"` // files, directories and symlinks
+	Bytes        int64 `json:"bytes"`   // size of the regular files
 	// Certificates is how many certificates the CA bundle holds (0:
 	// none built).
 	Certificates int `json:"certificates,omitempty"`
@@ -249,6 +252,11 @@ func Collect(opts Options) ([]imagebuild.File, *Contents, error) {
 		return nil, nil, err
 	}
 	contents.Bytecode = len(pyc)
+	for _, f := range pyc {
+		if under(f.Name, []string{distPackages}) {
+			contents.DistBytecode++
+		}
+	}
 	files = append(files, pyc...)
 
 	for _, p := range pkgs {
@@ -374,7 +382,10 @@ func createdBy(c *Contents) string {
 		fmt.Fprintf(&b, ", CA bundle of %d certificates", c.Certificates)
 	}
 	if c.Bytecode > 0 {
-		fmt.Fprintf(&b, ", standard library bytecode (%d checked hash-based .pyc)", c.Bytecode)
+		fmt.Fprintf(&b, ", standard library bytecode (%d checked hash-based .pyc)", c.Bytecode-c.DistBytecode)
+	}
+	if c.DistBytecode > 0 {
+		fmt.Fprintf(&b, ", dist-packages bytecode (%d checked hash-based .pyc)", c.DistBytecode)
 	}
 	return b.String()
 }

@@ -1,10 +1,10 @@
-// Command pybuild builds the Python runtime image (cmd/agentnode/pyimage)
-// into an agentnode home and prints the image and what went into it as
-// JSON. It is how developers and the pyimage tests build the image (the
+// Command pybuild builds the Python runtime image (cmd/agentnode/pyimage),
+// or with -installer the Python installer image, into an agentnode home and
+// prints the image and what went into it as JSON. It is how developers and the pyimage tests build the image (the
 // tests run it as a separate program so that the race detector does not
 // instrument 50 MB of gzip) until `agentnode sandbox build` can.
 //
-//	pybuild -home DIR [-busybox PATH] [-forwarder PATH]
+//	pybuild -home DIR [-installer] [-busybox PATH] [-forwarder PATH]
 package main
 
 import (
@@ -22,14 +22,19 @@ func main() {
 	home := flag.String("home", "", "agentnode home to build into (required)")
 	busybox := flag.String("busybox", imagebuild.DefaultBusybox, "statically linked busybox")
 	forwarder := flag.String("forwarder", "", "egress forwarder (default: beside this program)")
+	installer := flag.Bool("installer", false, "build the Python installer image (pip) instead")
 	flag.Parse()
 	if *home == "" || flag.NArg() != 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	img, contents, err := pyimage.Build(*home, pyimage.Options{
+	opts := pyimage.Options{
 		Base: imagebuild.BuildOptions{BusyboxPath: *busybox, ForwarderPath: *forwarder},
-	})
+	}
+	if *installer {
+		opts = pyimage.InstallerOptions(opts)
+	}
+	img, contents, err := pyimage.Build(*home, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pybuild:", err)
 		os.Exit(1)
