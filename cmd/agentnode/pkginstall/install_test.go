@@ -1,7 +1,6 @@
 package pkginstall
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -314,8 +313,7 @@ func TestVerifyUsesTheDigestCache(t *testing.T) {
 	}
 	e.SHA256 = strings.Repeat("0", 64)
 	m[name] = e
-	data, _ := json.Marshal(m)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := hashcache.Write(path, m); err != nil {
 		t.Fatal(err)
 	}
 	s.WithHashes(hashcache.Open(path))
