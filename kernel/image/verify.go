@@ -3,14 +3,13 @@ package image
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -45,7 +44,7 @@ func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile) error {
 		return reason.New(reason.ImageDigestMismatch, "rootfs %s is not a directory", dir)
 	}
 	mp := MarkerPath(homeDir, mhex)
-	data, err := readSmall(mp, maxMarker)
+	data, err := bounded.ReadFile(mp, maxMarker) // no symlink, FIFO or device
 	if err != nil {
 		return reason.New(reason.ImageDigestMismatch,
 			"rootfs %s cannot be verified: %w; rebuild with `agentnode sandbox build`", dir, err)
@@ -82,22 +81,6 @@ func sameHashes(a, b []v1.Hash) bool {
 		}
 	}
 	return true
-}
-
-func readSmall(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
-	}
-	return data, nil
 }
 
 // TreeHash hashes the tree at dir in kernel/treehash's Rootfs format:
