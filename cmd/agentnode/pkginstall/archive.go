@@ -11,9 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
+	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
 )
@@ -132,25 +132,16 @@ func isGzip(data []byte) bool {
 // the bytes that are hashed against a pin are exactly the bytes unpacked:
 // the file cannot change in between.
 func readArchive(name string, max int64) ([]byte, error) {
-	// O_NONBLOCK: a fifo given as the archive must not block the open.
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
+	// The user named it: followed if a symlink; a FIFO or device is
+	// refused without blocking (bounded.ReadFileFollow).
+	data, err := bounded.ReadFileFollow(name, max)
+	switch {
+	case errors.Is(err, bounded.ErrNotRegular):
 		return nil, fmt.Errorf("%w: %s is neither a directory nor a regular file", ErrBadArchive, name)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	if int64(len(data)) > max {
+	case errors.Is(err, bounded.ErrTooLarge):
 		return nil, &ArchiveError{Archive: name, Err: fmt.Errorf("%w: the archive is larger than %d bytes", ErrTooLarge, max)}
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return data, nil
 }

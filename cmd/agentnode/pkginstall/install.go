@@ -266,8 +266,10 @@ func (s *Installer) installTree(fill func(staging string) error, src source, att
 	}
 	sum, err := store.ContentHashExcept(content, skip)
 	if err != nil {
-		if src.kind == store.SourceArchive {
-			return nil, &ArchiveError{Archive: src.name, Err: fmt.Errorf("%w: %v", ErrLinkEscape, err)}
+		// The content refusals carry their kind (store.Refused); only those
+		// are the archive's fault, any other failure is the machine's.
+		if src.kind == store.SourceArchive && (errors.Is(err, store.ErrLinkEscape) || errors.Is(err, store.ErrSpecialFile)) {
+			return nil, &ArchiveError{Archive: src.name, Err: err}
 		}
 		return nil, err
 	}
