@@ -124,3 +124,26 @@ func TestPythonAgentImage(t *testing.T) {
 		t.Fatalf("exec agent: %q %v", ref, err)
 	}
 }
+
+// TestAgentWorkspaceNotGranted: an agent given a workspace does not get it
+// itself, whatever its declared filesystem level (its task carries none):
+// the record says so, while a toolpack at the same level gets it.
+func TestAgentWorkspaceNotGranted(t *testing.T) {
+	m := testAgentManifest()
+	m.Permissions.Filesystem.Level = "workspace_write"
+	st := agentState(t, m, nil)
+	st.req.Workspace, st.workspacePath = "/srv/ws", "/srv/ws"
+	st.grantWorkspace()
+	if g := st.res.Workspace; g == nil || g.Access != WorkspaceNone || !strings.Contains(g.Reason, "agent") {
+		t.Fatalf("agent grant %+v, want none", g)
+	}
+	if p := st.grantedWorkspacePath(); p != "" {
+		t.Fatalf("granted path %q, want none", p)
+	}
+	m.PackageType = manifest.TypeToolpack
+	st.res.Workspace = nil
+	st.grantWorkspace()
+	if g := st.res.Workspace; g == nil || g.Access != WorkspaceReadWrite {
+		t.Fatalf("toolpack grant %+v, want read-write", g)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
@@ -110,6 +111,13 @@ func (st *state) grantWorkspace() {
 		return
 	}
 	g := &WorkspaceGrant{Path: st.workspacePath}
+	if st.pkg.Manifest.PackageType == manifest.TypeAgent {
+		// The agent's own code is never given the directory (its task has
+		// no workspace); each tool it calls is granted by its own level.
+		g.Access, g.Reason = WorkspaceNone, "an agent: its tool calls are granted by their own filesystem levels"
+		st.res.Workspace = g
+		return
+	}
 	switch level := st.pkg.Manifest.Permissions.Filesystem.Level; level {
 	case "workspace_read":
 		g.Access = WorkspaceReadOnly
