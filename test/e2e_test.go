@@ -206,6 +206,12 @@ func scriptParams(dir string) testscript.Params {
 				}
 				return os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "", nil
 			case "root":
+				// The sandbox scripts need root (libcontainer); in CI
+				// (AGENTNODE_REQUIRE_LIBCONTAINER=1) not being root fails
+				// them instead of skipping them.
+				if os.Geteuid() != 0 && os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
+					return false, fmt.Errorf("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root: the sandbox scripts need root")
+				}
 				return os.Geteuid() == 0, nil
 			case "python":
 				// Debian's python3 with the modules the Python runtime's

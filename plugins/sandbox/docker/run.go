@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
 )
 
@@ -78,6 +79,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		// The same check: a socket in the workspace is connectable.
 		if err := b.checkPackageDir(req.Workspace.Path); err != nil {
 			return nil, fmt.Errorf("docker: run %s: workspace: %w", id, err)
+		}
+		if err := profile.CheckWorkspace(*req.Workspace); err != nil {
+			return nil, fmt.Errorf("docker: run %s: %w", id, err)
 		}
 	}
 	cli, err := b.client(ctx)

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
+
 	// Device rules (specconv's default devices) need the cgroup devices
 	// controller support registered.
 	_ "github.com/opencontainers/cgroups/devices"
@@ -260,6 +261,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	// in the verified image (workspace.go).
 	var wsRoot *workspaceRoot
 	if req.Workspace != nil {
+		if err := profile.CheckWorkspace(*req.Workspace); err != nil {
+			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		}
 		if wsRoot, err = b.makeWorkspaceRoot(id, rootfs, req.Workspace.Path); err != nil {
 			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 		}

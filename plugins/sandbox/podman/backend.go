@@ -227,6 +227,11 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err != nil {
 		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}
+	if req.Workspace != nil {
+		if err := profile.CheckWorkspace(*req.Workspace); err != nil {
+			return nil, fmt.Errorf("podman: run %s: %w", id, err)
+		}
+	}
 	rs := &runState{e: e, req: req, name: namePrefix + id, nonce: randomHex(16), log: b.log.With("run_id", id), autoRemove: e.state != nil}
 	rs.cidfile = filepath.Join(e.stateDir, "cid-"+rs.nonce)
 	cgName, err := runCgroupName(b.owner, rs.nonce)

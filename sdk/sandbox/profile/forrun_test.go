@@ -2,6 +2,8 @@ package profile
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -303,5 +305,36 @@ func TestForRunWorkspace(t *testing.T) {
 	}
 	if base.Process.Cwd != tmpDir {
 		t.Errorf("cwd without a workspace %q", base.Process.Cwd)
+	}
+}
+
+// TestCheckWorkspace: the backend's check right before mounting refuses a
+// workspace whose path now goes through a symlink (a component swapped
+// since the host resolved it), one that is no longer a directory or is
+// gone, and what ForRun refuses by form; a real directory passes.
+func TestCheckWorkspace(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	if err := os.MkdirAll(filepath.Join(root, "real", "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckWorkspace(sandbox.Workspace{Path: ws}); err != nil {
+		t.Fatalf("a directory: %v", err)
+	}
+	swapped := filepath.Join(root, "swapped")
+	if err := os.Symlink(filepath.Join(root, "real"), swapped); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(swapped, "ws"), swapped, file, filepath.Join(root, "gone"), "rel", "/"} {
+		if err := CheckWorkspace(sandbox.Workspace{Path: p}); err == nil || !strings.Contains(err.Error(), "Workspace.Path") {
+			t.Errorf("%s: %v, want a Workspace.Path refusal", p, err)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -174,7 +175,8 @@ func Base() (*specs.Spec, error) {
 //     one is an error (there is no "unlimited");
 //   - rlimits are lowered to this process's hard limits where the profile's
 //     exceed them (never raised);
-//   - workspace: with run.Workspace (CheckWorkspace) a bind mount of
+//   - workspace: with run.Workspace (its path's form checked here; the
+//     backend checks the directory itself with CheckWorkspace) a bind mount of
 //     Workspace.Path at the same path, with WorkspaceMountOptions, is
 //     added after the profile's mounts, and Process.Cwd is that path;
 //   - egress: without run.EgressSocket the profile's egress socket mount is
@@ -280,24 +282,35 @@ func applyEgress(s *specs.Spec, sock string) error {
 // added.
 var WorkspaceMountOptions = []string{"bind", "nosuid", "nodev", "noexec"}
 
-// CheckWorkspace checks a Spec.Workspace path: absolute, clean, no NUL,
-// not "/", and neither one of the profile's own mount points (the package,
-// /tmp, HOME, /proc, /dev, /sys, the egress socket), an ancestor of one
-// nor below one, except below /tmp (a tmpfs of the run). The host has
-// resolved its symlinks and checked it is a directory. Errors name the
-// field.
+// CheckWorkspace is the backend's check of a Spec.Workspace on the host,
+// right before it mounts the path (ForRun checks only the path's form):
+// the path is what ForRun accepts and is, still, a directory reached
+// through no symlink (it resolves to itself). The host resolved it when
+// the run was decided; a component swapped for a symlink since (to the
+// agentnode home, say) is refused here instead of being mounted. Errors
+// name the field.
 func CheckWorkspace(w sandbox.Workspace) error {
 	if err := checkWorkspacePath(w.Path); err != nil {
 		return err
 	}
-	base, err := Base()
+	if err := checkWorkspaceSockets(w.Path); err != nil {
+		return err
+	}
+	resolved, err := filepath.EvalSymlinks(w.Path)
 	if err != nil {
-		return err
+		return fmt.Errorf("profile: Workspace.Path: %w", err)
 	}
-	if err := checkWorkspaceMounts(w.Path, base.Mounts); err != nil {
-		return err
+	if resolved != w.Path {
+		return fmt.Errorf("profile: Workspace.Path: %s now resolves to %s (a symlink on the way): not mounted", w.Path, resolved)
 	}
-	return checkWorkspaceSockets(w.Path)
+	fi, err := os.Lstat(w.Path)
+	if err != nil {
+		return fmt.Errorf("profile: Workspace.Path: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("profile: Workspace.Path: %s is not a directory", w.Path)
+	}
+	return nil
 }
 
 // checkWorkspaceSockets refuses a workspace that holds a well-known
