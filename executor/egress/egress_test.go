@@ -317,12 +317,24 @@ func TestReleasePluginRefusesTestDestinations(t *testing.T) {
 // Without a plugin host nothing starts, and the audit handle is closed.
 func TestStartWithoutPlugins(t *testing.T) {
 	h := newTestHome(t)
-	_, err := Start(context.Background(), Options{Audit: h.audit(t, runBase, []string{"api.example.com"}), What: "package p",
+	a := &closeWatch{EgressAudit: h.audit(t, runBase, []string{"api.example.com"})}
+	_, err := Start(context.Background(), Options{Audit: a, What: "package p",
 		Domains: []string{"api.example.com"}})
 	if reason.CodeOf(err) != reason.PluginUnavailable {
 		t.Fatalf("start: %v", err)
 	}
+	if a.closed != 1 {
+		t.Fatalf("the audit handle was closed %d times, want once", a.closed)
+	}
 }
+
+// closeWatch counts the Close calls of an EgressAudit.
+type closeWatch struct {
+	plan.EgressAudit
+	closed int
+}
+
+func (c *closeWatch) Close() error { c.closed++; return c.EgressAudit.Close() }
 
 // Outside a run (agentnode install from a package index): the same proxy
 // and audit — a fresh request id, the caller's package, the refused
