@@ -551,9 +551,7 @@ printf '{"ok":true,"result":{"lines":%s,"in":%s}}\n' "$n" "$line"
 // configuration under /etc is readable, nothing is reported on stderr).
 func TestConfinedPython(t *testing.T) {
 	requireLandlock(t)
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("no /usr/bin/python3")
-	}
+	requirePython(t)
 	pack := newPack(t, `exec /usr/bin/python3 -c 'import json, os, ssl, tempfile
 p = os.path.join(tempfile.gettempdir(), "x")
 open(p, "w").write("y")
@@ -848,9 +846,7 @@ func filteredThreads(t *testing.T) []string {
 // refused before anything starts.
 func TestConfinedPythonRuntime(t *testing.T) {
 	requireLandlock(t)
-	if _, err := os.Stat(python.Interpreter); err != nil {
-		t.Skip("no " + python.Interpreter)
-	}
+	requirePython(t)
 	pack := t.TempDir()
 	if err := os.CopyFS(pack, os.DirFS(filepath.Join("..", "..", "sdk", "python", "testdata", "probe-pack"))); err != nil {
 		t.Fatal(err)
@@ -973,5 +969,17 @@ exit 0
 	req.Workspace = &Workspace{Path: link}
 	if _, err := Run(context.Background(), req); !errors.Is(err, reason.ErrWorkspaceInvalid) {
 		t.Fatalf("a symlinked workspace: %v, want workspace_invalid", err)
+	}
+}
+
+// requirePython skips a test without the host's Python (python.Interpreter),
+// or fails it in CI (AGENTNODE_REQUIRE_PYTHON=1).
+func requirePython(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(python.Interpreter); err != nil {
+		if os.Getenv("AGENTNODE_REQUIRE_PYTHON") == "1" {
+			t.Fatalf("AGENTNODE_REQUIRE_PYTHON=1 but no %s: %v", python.Interpreter, err)
+		}
+		t.Skip("no " + python.Interpreter)
 	}
 }
