@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/lockfile"
@@ -59,7 +60,7 @@ every record. A missing log shows nothing. Records are not checked here: use 'ag
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			recs, err := audit.Tail(dir, n)
+			recs, err := auditverify.Tail(dir, n)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -158,7 +159,7 @@ See specs/audit.md.`,
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			rep, err := audit.VerifyAnchored(dir, a)
+			rep, err := auditverify.VerifyAnchored(dir, a)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -202,7 +203,7 @@ unsealed one.`,
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			rep, err := audit.Reanchor(dir, a)
+			rep, err := auditverify.Reanchor(dir, a)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -221,7 +222,7 @@ unsealed one.`,
 	return cmd
 }
 
-func printVerifyReport(w io.Writer, rep *audit.Report) {
+func printVerifyReport(w io.Writer, rep *auditverify.Report) {
 	defer func() {
 		for _, warn := range rep.Warnings {
 			fmt.Fprintf(w, "  warning: %s\n", termsafe.Line(warn))

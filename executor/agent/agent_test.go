@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/kernel/audit"
@@ -212,7 +213,7 @@ func (a *fakeAgent) wait() {
 
 func records(t testing.TB, st *testRun, event string) []audit.Record {
 	t.Helper()
-	recs, err := audit.Tail(home.AuditDir(st.dir), 1000)
+	recs, err := auditverify.Tail(home.AuditDir(st.dir), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func TestCallLLMRefusedHostSide(t *testing.T) {
 		if len(records(t, st, "llm_usage")) != 0 {
 			t.Errorf("%s: a refused call has a usage record", c.name)
 		}
-		all, _ := audit.Tail(home.AuditDir(st.dir), 100)
+		all, _ := auditverify.Tail(home.AuditDir(st.dir), 100)
 		for _, r := range all {
 			if strings.Contains(r.Reason, "secret prompt") {
 				t.Errorf("%s: the audit holds message content: %q", c.name, r.Reason)

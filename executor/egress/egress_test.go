@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/audit"
@@ -114,7 +115,7 @@ func (h *testHome) start(t *testing.T) (*Proxy, error) {
 
 func (h *testHome) records(t *testing.T) []audit.Record {
 	t.Helper()
-	recs, err := audit.Tail(home.AuditDir(h.dir), 100)
+	recs, err := auditverify.Tail(home.AuditDir(h.dir), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestProxyAudited(t *testing.T) {
 	if !strings.Contains(recs[3].Reason, "10.1.2.3") {
 		t.Errorf("the private-address refusal does not name the address: %q", recs[3].Reason)
 	}
-	if _, err := audit.Verify(home.AuditDir(h.dir)); err != nil {
+	if _, err := auditverify.Verify(home.AuditDir(h.dir)); err != nil {
 		t.Fatalf("audit chain: %v", err)
 	}
 }

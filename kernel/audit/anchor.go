@@ -38,7 +38,7 @@ import (
 // After a crash between the two, the log may end at the head or at the
 // pending record, and nothing else: no slack is left for an attacker once
 // an append has finished. A torn slot leaves even less: the slot before it
-// says exactly where the log ends (anchorState.expect).
+// says exactly where the log ends (AnchorState.expect).
 
 // Anchor says where the head of a log is sealed and with which key.
 type Anchor struct {
@@ -84,7 +84,7 @@ func SealKey(keyID string) ([]byte, error) { return lockfile.LoadOrCreateKeyFor(
 
 // head is a position in the chain: a record's seq and hash (0 and Genesis
 // before the first record).
-type head struct {
+type Head struct {
 	Seq  uint64 `json:"seq"`
 	Hash string `json:"hash"`
 }
@@ -94,8 +94,8 @@ type anchorBody struct {
 	Gen     uint64 `json:"gen"` // +1 per slot write; the newest intact slot is the anchor
 	Version int    `json:"version"`
 	Dir     string `json:"dir"` // the log's directory (canonical): the anchor is bound to it
-	Head    head   `json:"head"`
-	Pending *head  `json:"pending,omitempty"` // the record an unfinished append was writing
+	Head    Head   `json:"head"`
+	Pending *Head  `json:"pending,omitempty"` // the record an unfinished append was writing
 }
 
 type anchorSeal struct {
@@ -180,25 +180,28 @@ func decodeSlot(raw []byte) (*anchorSlot, error) {
 	return &s, nil
 }
 
-func validHead(h head) bool {
+func validHead(h Head) bool {
 	return len(h.Hash) == 64 && isHex([]byte(h.Hash), false) && (h.Seq > 0 || h.Hash == Genesis)
 }
 
-// anchorState is the anchor file as read: its two slots.
-type anchorState struct {
+// AnchorState is the anchor file as read: its two slots.
+type AnchorState struct {
 	slots [2]*anchorSlot // nil: not intact
 	cur   int            // the newest intact slot
 }
 
-func (s *anchorState) newest() *anchorSlot { return s.slots[s.cur] }
+func (s *AnchorState) newest() *anchorSlot { return s.slots[s.cur] }
+
+// Dir is the log directory the anchor is bound to.
+func (s *AnchorState) Dir() string { return s.newest().Dir }
 
 // torn reports whether one slot is not intact.
-func (s *anchorState) torn() bool { return s.slots[0] == nil || s.slots[1] == nil }
+func (s *AnchorState) Torn() bool { return s.slots[0] == nil || s.slots[1] == nil }
 
-func (s *anchorState) sealed() bool { return s.newest().Seal != nil }
+func (s *AnchorState) Sealed() bool { return s.newest().Seal != nil }
 
-func (s *anchorState) keyID() string {
-	if s.sealed() {
+func (s *AnchorState) KeyID() string {
+	if s.Sealed() {
 		return s.newest().Seal.KeyID
 	}
 	return ""
@@ -212,10 +215,10 @@ func (s *anchorState) keyID() string {
 // was not yet written (the write torn was the next intent). So the log
 // must end exactly at the intent's pending record or at the commit's head.
 // An attacker who makes a slot fail its checksum gains nothing by it.
-func (s *anchorState) expect() (h head, pending *head) {
+func (s *AnchorState) Expect() (h Head, pending *Head) {
 	n := s.newest()
 	switch {
-	case !s.torn():
+	case !s.Torn():
 		return n.Head, n.Pending
 	case n.Pending != nil:
 		return *n.Pending, nil
@@ -224,14 +227,14 @@ func (s *anchorState) expect() (h head, pending *head) {
 }
 
 // matches reports whether the log ending at h is what the anchor allows.
-func (s *anchorState) matches(h head) bool {
-	e, p := s.expect()
+func (s *AnchorState) Matches(h Head) bool {
+	e, p := s.Expect()
 	return h == e || p != nil && h == *p
 }
 
 // checkSeal checks the seal of every intact slot under key: "" if they
 // hold, else why not.
-func (s *anchorState) checkSeal(key []byte) string {
+func (s *AnchorState) CheckSeal(key []byte) string {
 	id := lockfile.KeyID(key)
 	for _, sl := range s.slots {
 		if sl == nil {
@@ -247,21 +250,21 @@ func (s *anchorState) checkSeal(key []byte) string {
 	return ""
 }
 
-// errNoAnchor: the anchor file does not exist.
-var errNoAnchor = errors.New("no anchor")
+// ErrNoAnchor: the anchor file does not exist.
+var ErrNoAnchor = errors.New("no anchor")
 
 // openAnchor opens the anchor file (read-write for an append) and reads
-// it: errNoAnchor if it does not exist; an error if it is not a regular
+// it: ErrNoAnchor if it does not exist; an error if it is not a regular
 // file of two slots, neither slot is intact, or the intact slots disagree
 // (generation, directory, sealed or not). The seal is not checked here.
-func openAnchor(path string, write bool) (*os.File, *anchorState, error) {
+func openAnchor(path string, write bool) (*os.File, *AnchorState, error) {
 	flags := os.O_RDONLY
 	if write {
 		flags = os.O_RDWR
 	}
 	f, err := os.OpenFile(path, flags|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, errNoAnchor
+		return nil, nil, ErrNoAnchor
 	}
 	if err != nil {
 		return nil, nil, err
@@ -274,7 +277,7 @@ func openAnchor(path string, write bool) (*os.File, *anchorState, error) {
 	return f, st, nil
 }
 
-func loadAnchor(f *os.File, path string) (*anchorState, error) {
+func loadAnchor(f *os.File, path string) (*AnchorState, error) {
 	var fi unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &fi); err != nil {
 		return nil, err
@@ -291,7 +294,7 @@ func loadAnchor(f *os.File, path string) (*anchorState, error) {
 	if _, err := f.ReadAt(buf, 0); err != nil {
 		return nil, err
 	}
-	var st anchorState
+	var st AnchorState
 	for i := range st.slots {
 		sl, err := decodeSlot(buf[i*anchorSlotSize : (i+1)*anchorSlotSize])
 		if err != nil {
@@ -315,8 +318,8 @@ func loadAnchor(f *os.File, path string) (*anchorState, error) {
 	return &st, nil
 }
 
-// readAnchor reads the anchor file; see openAnchor.
-func readAnchor(path string) (*anchorState, error) {
+// ReadAnchor reads the anchor file; see openAnchor.
+func ReadAnchor(path string) (*AnchorState, error) {
 	f, st, err := openAnchor(path, false)
 	if err != nil {
 		return nil, err
@@ -342,6 +345,91 @@ func writeAnchorFile(path string, key []byte, s0, s1 *anchorBody) error {
 	return atomicfile.WriteFile(path, append(d0, d1...), 0o600)
 }
 
+// Anchored is what WriteAnchor wrote.
+type Anchored struct {
+	Head    Head
+	KeyID   string // the seal key's key_id; "" when written unsealed
+	Witness bool   // the witness in the OS keychain was set to Head
+}
+
+// WriteAnchor is the anchor's one writer outside an append (re-anchoring,
+// `agentnode audit reanchor`): under the log's write lock (no append or
+// rotation in between), it calls check, which must verify the log as it is
+// (not taking the read lock: the write lock is held) and return its head
+// (0 and Genesis for no records); that head becomes the anchor, both slots
+// (sealed when a.Key gives a key), and, when sealed, the witness. Without
+// an OS keychain it writes an unsealed anchor, but it refuses to replace a
+// sealed one. check's error is returned as it is; the others wrap
+// reason.ErrAuditUnavailable.
+func WriteAnchor(dir string, a *Anchor, check func() (Head, error)) (*Anchored, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, unavailable("create audit directory: %w", err)
+	}
+	lk, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, unavailable("open audit lock: %w", err)
+	}
+	defer lk.Close()
+	if err := lockFile(lk, unix.LOCK_EX); err != nil {
+		return nil, unavailable("lock audit log: %w", err)
+	}
+	defer func() { _ = unlockFile(lk) }()
+	cdir, err := CanonicalDir(dir)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(a.Path), 0o700)
+	}
+	if err != nil {
+		return nil, unavailable("audit anchor: %w", err)
+	}
+	last, err := check()
+	if err != nil {
+		return nil, err
+	}
+	if !validHead(last) {
+		return nil, unavailable("re-anchor: %d/%q is not a head of a chain", last.Seq, last.Hash)
+	}
+	var key []byte
+	kerr := error(keychain.ErrUnavailable)
+	if a.Key != nil {
+		key, kerr = a.Key("")
+	}
+	old, oerr := ReadAnchor(a.Path)
+	done := &Anchored{Head: last}
+	switch {
+	case kerr == nil:
+		done.KeyID = lockfile.KeyID(key)
+	case errors.Is(kerr, keychain.ErrUnavailable):
+		if oerr == nil && old.Sealed() {
+			return nil, unavailable("the audit anchor %s is sealed and the seal key cannot be read, so it would be replaced by an unsealed one: re-anchor where the OS keychain is available: %w", a.Path, kerr)
+		}
+		key = nil
+	default:
+		return nil, unavailable("read the audit seal key: %w", kerr)
+	}
+	// Both slots name the head; the generations go on from the old file's
+	// (when it can be read), so that no slot of it outranks the new ones.
+	var gen uint64
+	if oerr == nil {
+		for _, sl := range old.slots {
+			if sl != nil {
+				gen = max(gen, sl.Gen)
+			}
+		}
+	}
+	s0 := &anchorBody{Gen: gen + 1, Version: anchorVersion, Dir: cdir, Head: last}
+	s1 := &anchorBody{Gen: gen + 2, Version: anchorVersion, Dir: cdir, Head: last}
+	if err := writeAnchorFile(a.Path, key, s0, s1); err != nil {
+		return nil, unavailable("write the audit anchor: %w", err)
+	}
+	if key != nil && a.Witness != "" {
+		if err := SetWitness(a.Witness, cdir, last); err != nil {
+			return nil, unavailable("record the audit witness in the OS keychain: %w", err)
+		}
+		done.Witness = true
+	}
+	return done, nil
+}
+
 // beforeSlotWrite is a no-op; the crash tests replace it, in a child
 // process, to tear a slot's write (write part of it, then die). what is
 // "intent", "commit" or "repair".
@@ -361,9 +449,9 @@ func writeSlot(what string, f *os.File, i int, b *anchorBody, key []byte) error 
 	return fdatasync(f)
 }
 
-// canonicalDir is the absolute path of dir with symlinks resolved as far as
+// CanonicalDir is the absolute path of dir with symlinks resolved as far as
 // it exists: what an anchor and a witness are bound to.
-func canonicalDir(dir string) (string, error) {
+func CanonicalDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -384,9 +472,9 @@ type witness struct {
 	Hash string `json:"hash"`
 }
 
-// getWitness reads the witness of the log in cdir: nil and no error if
+// GetWitness reads the witness of the log in cdir: nil and no error if
 // there is none.
-func getWitness(service, cdir string) (*head, error) {
+func GetWitness(service, cdir string) (*Head, error) {
 	s, err := keychain.Get(service, cdir)
 	if errors.Is(err, keychain.ErrNotFound) {
 		return nil, nil
@@ -395,14 +483,14 @@ func getWitness(service, cdir string) (*head, error) {
 		return nil, err
 	}
 	var w witness
-	if err := json.Unmarshal([]byte(s), &w); err != nil || !validHead(head(w)) {
+	if err := json.Unmarshal([]byte(s), &w); err != nil || !validHead(Head(w)) {
 		return nil, fmt.Errorf("the audit witness in the OS keychain (service %s) is malformed", service)
 	}
-	h := head(w)
+	h := Head(w)
 	return &h, nil
 }
 
-func setWitness(service, cdir string, h head) error {
+func SetWitness(service, cdir string, h Head) error {
 	data, _ := json.Marshal(witness(h))
 	return keychain.Set(service, cdir, string(data))
 }
@@ -449,12 +537,12 @@ func (l *Log) sealKey(id string) ([]byte, error) {
 // next as the record about to be written. Called with the lock held, before
 // the record is written; nothing is written if it fails. The caller closes
 // the returned anchorWrite.
-func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
+func (l *Log) anchorIntent(next Head) (*anchorWrite, error) {
 	a := l.opts.Anchor
-	cur := head{l.seq, l.hash}
+	cur := Head{l.seq, l.hash}
 	f, st, err := openAnchor(a.Path, true)
 	switch {
-	case errors.Is(err, errNoAnchor):
+	case errors.Is(err, ErrNoAnchor):
 		st = nil
 	case err != nil:
 		return nil, unavailable("read the audit anchor: %w; run `agentnode audit verify`", err)
@@ -471,23 +559,23 @@ func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 	}
 	id := ""
 	if st != nil {
-		id = st.keyID()
+		id = st.KeyID()
 	}
 	key, kerr := l.sealKey(id)
 	w.key = key
 	switch {
-	case st != nil && st.sealed():
+	case st != nil && st.Sealed():
 		if kerr != nil {
 			return nil, unavailable("the audit anchor %s is sealed, but the seal key cannot be read, so the log cannot go on: %w", a.Path, kerr)
 		}
-		if why := st.checkSeal(key); why != "" {
+		if why := st.CheckSeal(key); why != "" {
 			return nil, unavailable("audit anchor %s: %s; run `agentnode audit verify`", a.Path, why)
 		}
 	case kerr == nil:
 		// No anchor yet, or an unsealed one: sealed from now on, unless
 		// the keychain remembers that this log was sealed before.
 		if a.Witness != "" {
-			wh, err := getWitness(a.Witness, l.cdir)
+			wh, err := GetWitness(a.Witness, l.cdir)
 			if err != nil {
 				return nil, unavailable("read the audit witness: %w", err)
 			}
@@ -506,13 +594,13 @@ func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 	default:
 		return nil, unavailable("read the audit seal key: %w", kerr)
 	}
-	if st != nil && !st.matches(cur) {
-		e, _ := st.expect()
+	if st != nil && !st.Matches(cur) {
+		e, _ := st.Expect()
 		return nil, unavailable("the audit log ends at seq %d (hash %.16s…), but its anchor %s says seq %d (hash %.16s…): the log was changed outside agentnode; run `agentnode audit verify`",
 			cur.Seq, cur.Hash, a.Path, e.Seq, e.Hash)
 	}
 	intent := &anchorBody{Version: anchorVersion, Dir: l.cdir, Head: cur, Pending: &next}
-	if st == nil || !st.sealed() && w.key != nil {
+	if st == nil || !st.Sealed() && w.key != nil {
 		// A new anchor, or the first seal of an unsealed one: the whole
 		// file at once, a commit of the log's end and the intent.
 		var gen uint64
@@ -533,7 +621,7 @@ func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 		return w, nil
 	}
 	gen, slot := st.newest().Gen, 1-st.cur
-	if n := st.newest(); !st.torn() && n.Pending != nil && cur == n.Head {
+	if n := st.newest(); !st.Torn() && n.Pending != nil && cur == n.Head {
 		// The last append stopped before its record: commit the log's end
 		// first, so that the slot before the next intent says exactly that
 		// (expect: were this intent torn, the stale one would say the log
@@ -555,14 +643,14 @@ func (l *Log) anchorIntent(next head) (*anchorWrite, error) {
 }
 
 // anchorCommit seals h, the record just made durable, as the head.
-func (l *Log) anchorCommit(w *anchorWrite, h head) error {
+func (l *Log) anchorCommit(w *anchorWrite, h Head) error {
 	a := l.opts.Anchor
 	body := &anchorBody{Gen: w.gen, Version: anchorVersion, Dir: l.cdir, Head: h}
 	if err := writeSlot("commit", w.f, w.slot, body, w.key); err != nil {
 		return unavailable("write the audit anchor (the record of seq %d is written; the anchor names it as pending): %w", h.Seq, err)
 	}
 	if w.witness {
-		if err := setWitness(a.Witness, l.cdir, h); err != nil {
+		if err := SetWitness(a.Witness, l.cdir, h); err != nil {
 			return unavailable("record the audit witness in the OS keychain: %w", err)
 		}
 	}

@@ -101,7 +101,7 @@ func forgedNext(t testing.TB, lines [][]byte) []byte {
 		t.Fatal(err)
 	}
 	r := typical(99)
-	r.Seq, r.Prev, r.Reason = li.seq+1, string(li.hash), "forged: everything was fine"
+	r.Seq, r.Prev, r.Reason = li.Seq+1, string(li.Hash), "forged: everything was fine"
 	line, _ := seal(appendBody(nil, r))
 	return line
 }
@@ -296,19 +296,19 @@ func TestAnchorDetectsTampering(t *testing.T) {
 	}
 }
 
-func lastHead(t testing.TB, lines [][]byte) head {
+func lastHead(t testing.TB, lines [][]byte) Head {
 	t.Helper()
 	last := lines[len(lines)-1]
 	li, err := parseLine(last[:len(last)-1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return head{li.seq, string(li.hash)}
+	return Head{li.Seq, string(li.Hash)}
 }
 
-func readAnchorT(t testing.TB, path string) *anchorState {
+func readAnchorT(t testing.TB, path string) *AnchorState {
 	t.Helper()
-	st, err := readAnchor(path)
+	st, err := ReadAnchor(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,35 +478,6 @@ func TestAnchorRotation(t *testing.T) {
 	}
 }
 
-// TestReanchor: an honest log that was cut off is accepted again only on
-// purpose; a broken chain is not anchored.
-func TestReanchor(t *testing.T) {
-	dir, a := anchoredHome(t, testKey(t))
-	appendN(t, openT(t, dir, Options{Anchor: a}), 0, 6)
-	lines := logLinesT(t, activePath(dir))
-	writeLinesT(t, activePath(dir), lines[:4])
-	if rep := verifyAnchoredT(t, dir, a); rep.OK {
-		t.Fatal("truncation not detected")
-	}
-	rep, err := Reanchor(dir, a)
-	if err != nil || rep.Seal.HeadSeq != 4 || rep.Seal.Status != SealVerified {
-		t.Fatalf("Reanchor: %+v, %v", rep, err)
-	}
-	if rep := verifyAnchoredT(t, dir, a); !rep.OK {
-		t.Fatalf("after reanchor: %+v", rep)
-	}
-	appendN(t, openT(t, dir, Options{Anchor: a}), 10, 2)
-	if rep := verifyAnchoredT(t, dir, a); !rep.OK || rep.LastSeq != 6 {
-		t.Fatalf("appends after reanchor: %+v", rep)
-	}
-	lines = logLinesT(t, activePath(dir))
-	lines[1] = bytes.Replace(lines[1], []byte(`"tool":"read_file"`), []byte(`"tool":"rm_rf____"`), 1)
-	writeLinesT(t, activePath(dir), lines)
-	if _, err := Reanchor(dir, a); !errors.Is(err, reason.ErrAuditUnavailable) || !strings.Contains(err.Error(), "chain is broken at seq 2") {
-		t.Fatalf("Reanchor of a broken chain: %v", err)
-	}
-}
-
 // TestAnchorCrash kills a real appending process at each point of an
 // append: after the intent is durable, after the record is, and in the
 // middle of writing the intent's or the commit's slot (half of it written:
@@ -550,8 +521,8 @@ func TestAnchorCrash(t *testing.T) {
 				}
 			}
 			st := readAnchorT(t, a.Path)
-			if st.torn() != c.torn {
-				t.Fatalf("anchor after the crash: torn %v, want %v", st.torn(), c.torn)
+			if st.Torn() != c.torn {
+				t.Fatalf("anchor after the crash: torn %v, want %v", st.Torn(), c.torn)
 			}
 			lines := logLinesT(t, activePath(dir))
 			rep := verifyAnchoredT(t, dir, a)

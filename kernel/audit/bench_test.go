@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,59 +58,6 @@ func BenchmarkRawWriteFdatasync(b *testing.B) {
 		}
 	}
 }
-
-// writeChain writes n valid records to dir without syncing (fast setup).
-func writeChain(b *testing.B, dir string, n int) {
-	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	prev := Genesis
-	ts := time.Now()
-	var buf []byte
-	for i := range n {
-		r := typical(i)
-		r.Seq, r.Prev, r.TS = uint64(i+1), prev, ts.Add(time.Duration(i)*time.Millisecond)
-		var line []byte
-		line, prev = seal(appendBody(buf[:0], r))
-		buf = line
-		if _, err := w.Write(line); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func benchVerify(b *testing.B, n int, full bool) {
-	dir := b.TempDir()
-	writeChain(b, dir, n)
-	st, _ := os.Stat(filepath.Join(dir, FileName))
-	b.SetBytes(st.Size())
-	b.ResetTimer()
-	start := time.Now()
-	iters := 0
-	for b.Loop() {
-		rep, err := verify(dir, full)
-		if err != nil || !rep.OK || rep.Records != n {
-			b.Fatalf("report %+v %v", rep, err)
-		}
-		iters++
-	}
-	b.ReportMetric(float64(n*iters)/time.Since(start).Seconds(), "records/s")
-}
-
-// BenchmarkVerify verifies a 100,000-record log (about 50 MB).
-func BenchmarkVerify(b *testing.B) { benchVerify(b, 100_000, false) }
-
-// BenchmarkVerifyFullSchema runs the JSON Schema validator on every record
-// too, to show why Verify does not.
-func BenchmarkVerifyFullSchema(b *testing.B) { benchVerify(b, 10_000, true) }
 
 // BenchmarkAppendVsRaw alternates one Append and one raw write+fdatasync of
 // the same line in each iteration and times them separately, so both see

@@ -3,6 +3,7 @@ package audit
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -86,6 +87,27 @@ func seal(body []byte) (line []byte, hash string) {
 	line = append(line, hx[:]...)
 	line = append(line, "\"}\n"...)
 	return line, string(hx[:])
+}
+
+// LineHasher computes a line's hash by the rule seal writes it with: the
+// hex SHA-256 of the line without its hash member (the bytes before
+// `,"hash":"`, then "}"). It is reused from line to line without
+// allocating.
+type LineHasher struct {
+	h   hash.Hash
+	sum [sha256.Size]byte
+}
+
+// NewLineHasher returns a LineHasher.
+func NewLineHasher() *LineHasher { return &LineHasher{h: sha256.New()} }
+
+// Sum writes to hx the hash of line, a record's line without its newline
+// that ParseLine accepted (it ends in its hash member).
+func (lh *LineHasher) Sum(line []byte, hx *[64]byte) {
+	lh.h.Reset()
+	lh.h.Write(line[:len(line)-hashSuffixLen])
+	lh.h.Write([]byte{'}'})
+	hex.Encode(hx[:], lh.h.Sum(lh.sum[:0]))
 }
 
 func appendMember(dst []byte, key, s string) []byte {

@@ -23,15 +23,15 @@ const (
 	LockName = "audit.lock"  // flock'ed by every writer (exclusive) and reader (shared)
 )
 
-// logFile is one file of the log.
-type logFile struct {
-	name string // base name
-	n    int    // 0 for the active file, N for audit.jsonl.N
+// LogFile is one file of the log.
+type LogFile struct {
+	Name string // base name
+	N    int    // 0 for the active file, N for audit.jsonl.N
 }
 
-// listFiles returns the log's files oldest first: audit.jsonl.N (highest N)
+// ListFiles returns the log's files oldest first: audit.jsonl.N (highest N)
 // ... audit.jsonl.1, audit.jsonl. A missing directory is no files.
-func listFiles(dir string) ([]logFile, error) {
+func ListFiles(dir string) ([]LogFile, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -39,11 +39,11 @@ func listFiles(dir string) ([]logFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var files []logFile
+	var files []LogFile
 	for _, e := range ents {
 		name := e.Name()
 		if name == FileName {
-			files = append(files, logFile{name: name})
+			files = append(files, LogFile{Name: name})
 			continue
 		}
 		num, ok := strings.CutPrefix(name, FileName+".")
@@ -54,10 +54,10 @@ func listFiles(dir string) ([]logFile, error) {
 		if err != nil || n < 1 || strconv.Itoa(n) != num {
 			continue
 		}
-		files = append(files, logFile{name: name, n: n})
+		files = append(files, LogFile{Name: name, N: n})
 	}
 	sort.Slice(files, func(i, j int) bool {
-		a, b := files[i].n, files[j].n
+		a, b := files[i].N, files[j].N
 		if a == 0 || b == 0 {
 			return b == 0 && a != 0
 		}
@@ -68,10 +68,10 @@ func listFiles(dir string) ([]logFile, error) {
 
 func rotatedName(n int) string { return FileName + "." + strconv.Itoa(n) }
 
-// lastLines returns up to n complete lines (without their newlines) from the
+// LastLines returns up to n complete lines (without their newlines) from the
 // end of the first size bytes of f, oldest first, and the bytes after the
 // last newline (a torn line, normally empty). n <= 0 means every line.
-func lastLines(f *os.File, size int64, n int) (lines [][]byte, torn []byte, err error) {
+func LastLines(f *os.File, size int64, n int) (lines [][]byte, torn []byte, err error) {
 	want := int64(8 << 10)
 	if n <= 0 {
 		want = size
@@ -132,10 +132,10 @@ func unlockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN)
 // syncDir makes directory entries (created, renamed files) durable: sdk/atomicfile's.
 var syncDir = atomicfile.SyncDir
 
-// readLock opens and share-locks the lock file for a consistent read of the
+// ReadLock opens and share-locks the lock file for a consistent read of the
 // log (no append or rotation in between). Without a lock file (no writer
 // ever ran, or a read-only copy of the log) it returns nil and no error.
-func readLock(dir string) (*os.File, error) {
+func ReadLock(dir string) (*os.File, error) {
 	f, err := bounded.Open(filepath.Join(dir, LockName), os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -150,7 +150,7 @@ func readLock(dir string) (*os.File, error) {
 	return f, nil
 }
 
-func readUnlock(f *os.File) {
+func ReadUnlock(f *os.File) {
 	if f != nil {
 		_ = unlockFile(f)
 		_ = f.Close()

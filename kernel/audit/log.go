@@ -48,7 +48,7 @@ type Log struct {
 	mu     sync.Mutex
 	closed bool
 	lock   *os.File // audit.lock, flock'ed around every append
-	cdir   string   // canonicalDir(dir), what the anchor is bound to
+	cdir   string   // CanonicalDir(dir), what the anchor is bound to
 	key    []byte   // the anchor's seal key, once read
 	keyID  string   // lockfile.KeyID(key)
 	f      *os.File // the active file, O_APPEND
@@ -88,7 +88,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, lock: lock}
 	if opts.Anchor != nil {
-		if l.cdir, err = canonicalDir(dir); err == nil {
+		if l.cdir, err = CanonicalDir(dir); err == nil {
 			err = os.MkdirAll(filepath.Dir(opts.Anchor.Path), 0o700)
 		}
 		if err != nil {
@@ -194,7 +194,7 @@ func (l *Log) refresh() error {
 		return nil
 	}
 	l.valid = false
-	lines, torn, err := lastLines(l.f, st.Size, 1)
+	lines, torn, err := LastLines(l.f, st.Size, 1)
 	if err != nil {
 		return unavailable("read the end of the audit log: %w", err)
 	}
@@ -204,7 +204,7 @@ func (l *Log) refresh() error {
 		if err != nil {
 			return unavailable("the last record of %s is unreadable (%v); the log was damaged: run `agentnode audit verify`", path, err)
 		}
-		l.seq, l.hash = li.seq, string(li.hash)
+		l.seq, l.hash = li.Seq, string(li.Hash)
 	} else if l.seq, l.hash, err = l.lastRotated(); err != nil {
 		return err
 	}
@@ -218,15 +218,15 @@ func (l *Log) refresh() error {
 // lastRotated returns the seq and hash of the newest record in a rotated
 // file, for an empty active file; Genesis when the log holds no record.
 func (l *Log) lastRotated() (uint64, string, error) {
-	files, err := listFiles(l.dir)
+	files, err := ListFiles(l.dir)
 	if err != nil {
 		return 0, "", unavailable("list audit files: %w", err)
 	}
 	for i := len(files) - 1; i >= 0; i-- {
-		if files[i].n == 0 {
+		if files[i].N == 0 {
 			continue
 		}
-		path := filepath.Join(l.dir, files[i].name)
+		path := filepath.Join(l.dir, files[i].Name)
 		line, err := lastLineOf(path)
 		if err != nil {
 			return 0, "", unavailable("read the end of %s: %w", path, err)
@@ -238,7 +238,7 @@ func (l *Log) lastRotated() (uint64, string, error) {
 		if err != nil {
 			return 0, "", unavailable("the last record of %s is unreadable (%v); the log was damaged: run `agentnode audit verify`", path, err)
 		}
-		return li.seq, string(li.hash), nil
+		return li.Seq, string(li.Hash), nil
 	}
 	return 0, Genesis, nil
 }
@@ -253,7 +253,7 @@ func lastLineOf(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	lines, torn, err := lastLines(f, st.Size(), 1)
+	lines, torn, err := LastLines(f, st.Size(), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func (l *Log) write(r *Record) error {
 	var aw *anchorWrite
 	if l.opts.Anchor != nil {
 		var err error
-		if aw, err = l.anchorIntent(head{r.Seq, hash}); err != nil {
+		if aw, err = l.anchorIntent(Head{r.Seq, hash}); err != nil {
 			return err
 		}
 		defer aw.close()
@@ -360,7 +360,7 @@ func (l *Log) write(r *Record) error {
 	r.Hash = hash
 	if aw != nil {
 		crashPoint("record")
-		return l.anchorCommit(aw, head{r.Seq, hash})
+		return l.anchorCommit(aw, Head{r.Seq, hash})
 	}
 	return nil
 }
@@ -369,14 +369,14 @@ func (l *Log) write(r *Record) error {
 // MaxFiles) and audit.jsonl to .1, then starts a new active file. The chain
 // state carries over: the next record's prev is the last hash of .1.
 func (l *Log) rotate() error {
-	files, err := listFiles(l.dir)
+	files, err := ListFiles(l.dir)
 	if err != nil {
 		return unavailable("list audit files: %w", err)
 	}
 	keep := l.opts.MaxFiles - 1 // rotated files kept after this rotation
 	for _, f := range files {
-		if f.n >= keep {
-			if err := os.Remove(filepath.Join(l.dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if f.N >= keep {
+			if err := os.Remove(filepath.Join(l.dir, f.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return unavailable("drop old audit file: %w", err)
 			}
 		}

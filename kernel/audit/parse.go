@@ -8,16 +8,23 @@ import (
 	"unicode/utf8"
 )
 
-// lineInfo is what the chain needs from one line.
-type lineInfo struct {
-	seq  uint64
-	prev []byte // 64 lower-case hex digits, aliasing the line
-	hash []byte // 64 lower-case hex digits, aliasing the line
-	// event, requestID and decision pair a run's decision with its
+// Line is what the chain needs from one line (ParseLine).
+type Line struct {
+	Seq  uint64
+	Prev []byte // 64 lower-case hex digits, aliasing the line
+	Hash []byte // 64 lower-case hex digits, aliasing the line
+	// Event, RequestID and Decision pair a run's decision with its
 	// outcome; they alias the line (the JSON string contents, escapes
 	// not decoded: Append writes request ids as plain hex).
-	event, requestID, decision []byte
+	Event, RequestID, Decision []byte
 }
+
+// Problems of a line that is not a valid record (ParseLine); the
+// verifier's report names them (cmd/agentnode/auditverify).
+const (
+	ProblemParseError      = "parse_error"      // a line is not a JSON record in the record layout
+	ProblemSchemaViolation = "schema_violation" // JSON, but not valid against the record schema
+)
 
 // maxSafe is the largest integer a JSON number holds exactly (2^53-1), the
 // schema's maximum for seq and duration_ms.
@@ -30,8 +37,8 @@ const maxSafe = 1<<53 - 1
 // Verify fast. A line it rejects is not necessarily invalid: the caller then
 // decides with the schema itself (parseSlow). parse_test.go cross-checks the
 // two on mutated and fuzzed lines.
-func scanCanonical(line []byte) (lineInfo, bool) {
-	var li lineInfo
+func scanCanonical(line []byte) (Line, bool) {
+	var li Line
 	if !utf8.Valid(line) {
 		return li, false
 	}
@@ -40,7 +47,7 @@ func scanCanonical(line []byte) (lineInfo, bool) {
 	if !s.lit(`{"seq":`) {
 		return li, false
 	}
-	if li.seq, ok = s.uint(); !ok || li.seq == 0 {
+	if li.Seq, ok = s.uint(); !ok || li.Seq == 0 {
 		return li, false
 	}
 	if !s.lit(`,"ts":`) || !s.plain(isTimestamp) {
@@ -53,14 +60,14 @@ func scanCanonical(line []byte) (lineInfo, bool) {
 	if !s.plain(isEvent) {
 		return li, false
 	}
-	li.event = s.b[start+1 : s.i-1]
+	li.Event = s.b[start+1 : s.i-1]
 	for i, key := range [...]string{`,"request_id":`, `,"package":`, `,"version":`, `,"tool":`, `,"action":`} {
 		start = s.i + len(key)
 		if !s.lit(key) || !s.str() {
 			return li, false
 		}
 		if i == 0 {
-			li.requestID = s.b[start+1 : s.i-1]
+			li.RequestID = s.b[start+1 : s.i-1]
 		}
 	}
 	if !s.lit(`,"trust":`) || !s.plain(isTrust) ||
@@ -73,7 +80,7 @@ func scanCanonical(line []byte) (lineInfo, bool) {
 	if !s.plain(isDecision) {
 		return li, false
 	}
-	li.decision = s.b[start+1 : s.i-1]
+	li.Decision = s.b[start+1 : s.i-1]
 	if !s.lit(`,"code":`) || !s.plain(isCode) ||
 		!s.lit(`,"reason":`) || !s.str() ||
 		!s.lit(`,"guard_chain":[`) {
@@ -112,13 +119,13 @@ func scanCanonical(line []byte) (lineInfo, bool) {
 	if !s.lit(`,"prev":"`) {
 		return li, false
 	}
-	if li.prev, ok = s.hex64(); !ok || !s.lit(`"`) {
+	if li.Prev, ok = s.hex64(); !ok || !s.lit(`"`) {
 		return li, false
 	}
 	if !s.lit(`,"hash":"`) {
 		return li, false
 	}
-	if li.hash, ok = s.hex64(); !ok || !s.lit(`"}`) || s.i != len(s.b) {
+	if li.Hash, ok = s.hex64(); !ok || !s.lit(`"}`) || s.i != len(s.b) {
 		return li, false
 	}
 	return li, true
@@ -356,7 +363,7 @@ func daysIn(month, year int) int {
 // valid against specs/schema/audit-record.schema.json, decode into a Record,
 // and end with its hash member (the hash covers the bytes before it). It
 // returns the problem and a detail when the line is not a valid record.
-func parseSlow(line []byte) (li lineInfo, problem, detail string) {
+func parseSlow(line []byte) (li Line, problem, detail string) {
 	if !json.Valid(line) {
 		return li, ProblemParseError, "not valid JSON: " + jsonError(line)
 	}
@@ -376,20 +383,36 @@ func parseSlow(line []byte) (li lineInfo, problem, detail string) {
 		string(line[n-2:]) != `"}` || string(line[n-66:n-2]) != r.Hash {
 		return li, ProblemParseError, `the hash member is not the last member of the record, as ,"hash":"<64 hex>"}`
 	}
-	li.seq = r.Seq
-	li.event, li.requestID, li.decision = []byte(r.Event), []byte(r.RequestID), []byte(r.Decision)
-	li.prev = []byte(r.Prev)
-	li.hash = line[n-66 : n-2]
+	li.Seq = r.Seq
+	li.Event, li.RequestID, li.Decision = []byte(r.Event), []byte(r.RequestID), []byte(r.Decision)
+	li.Prev = []byte(r.Prev)
+	li.Hash = line[n-66 : n-2]
 	return li, "", ""
 }
 
-// parseLine returns the chain fields of a line, or an error naming what is
-// wrong with it.
-func parseLine(line []byte) (lineInfo, error) {
-	if li, ok := scanCanonical(line); ok {
-		return li, nil
+// ParseLine reads one line of the log (without its newline): its chain
+// fields, or the problem (ProblemParseError, ProblemSchemaViolation) and a
+// detail when it is not a valid record. A line in the layout Append writes
+// is checked by scanCanonical without allocating, and with schema by the
+// JSON Schema validator too (slow); any other line by parseSlow. It is the
+// one line reader of the log: Append's recovery and the verifier
+// (cmd/agentnode/auditverify) use it.
+func ParseLine(line []byte, schema bool) (li Line, problem, detail string) {
+	li, ok := scanCanonical(line)
+	if !ok {
+		return parseSlow(line)
 	}
-	li, p, detail := parseSlow(line)
+	if schema {
+		if err := validateSchema(line); err != nil {
+			return li, ProblemSchemaViolation, err.Error()
+		}
+	}
+	return li, "", ""
+}
+
+// parseLine is ParseLine without the schema, with the problem as an error.
+func parseLine(line []byte) (Line, error) {
+	li, p, detail := ParseLine(line, false)
 	if p != "" {
 		return li, fmt.Errorf("%s: %s", p, detail)
 	}

@@ -143,13 +143,13 @@ func TestScannerAgreesWithSchema(t *testing.T) {
 			}
 			continue
 		}
-		if problem != "" || li.seq != li0.seq || !bytes.Equal(li.prev, li0.prev) || !bytes.Equal(li.hash, li0.hash) {
+		if problem != "" || li.Seq != li0.Seq || !bytes.Equal(li.Prev, li0.Prev) || !bytes.Equal(li.Hash, li0.Hash) {
 			t.Errorf("non-canonical %d: %+v %q %q", i, li, problem, detail)
 		}
 	}
 	// Valid JSON and schema, but the hash member is not last.
 	moved := sub(`{"seq":42,`, `{"hash":"`+strings.Repeat("0", 64)+`","seq":42,`)
-	moved = bytes.Replace(moved, []byte(`,"hash":"`+string(li0.hash)+`"}`), []byte(`}`), 1)
+	moved = bytes.Replace(moved, []byte(`,"hash":"`+string(li0.Hash)+`"}`), []byte(`}`), 1)
 	if _, p, _ := parseSlow(moved); p != ProblemParseError {
 		t.Errorf("hash member first: %q", p)
 	}
@@ -176,9 +176,9 @@ func FuzzScanCanonical(f *testing.F) {
 		if p != "" {
 			t.Fatalf("scanner accepted a line the reference rejects (%s: %s): %s", p, detail, line)
 		}
-		if ref.seq != li.seq || !bytes.Equal(ref.prev, li.prev) || !bytes.Equal(ref.hash, li.hash) ||
-			!bytes.Equal(ref.event, li.event) || !bytes.Equal(ref.decision, li.decision) ||
-			!bytes.Contains(li.requestID, []byte{'\\'}) && !bytes.Equal(ref.requestID, li.requestID) {
+		if ref.Seq != li.Seq || !bytes.Equal(ref.Prev, li.Prev) || !bytes.Equal(ref.Hash, li.Hash) ||
+			!bytes.Equal(ref.Event, li.Event) || !bytes.Equal(ref.Decision, li.Decision) ||
+			!bytes.Contains(li.RequestID, []byte{'\\'}) && !bytes.Equal(ref.RequestID, li.RequestID) {
 			t.Fatalf("scanner and reference disagree: %+v vs %+v", li, ref)
 		}
 		if err := validateSchema(line); err != nil {
@@ -188,12 +188,12 @@ func FuzzScanCanonical(f *testing.F) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("scanner accepted a line encoding/json rejects (%v): %s", err, line)
 		}
-		if r.Seq != li.seq || r.Prev != string(li.prev) || r.Hash != string(li.hash) {
-			t.Fatalf("scanner and encoding/json disagree: %d %s %s vs %+v", li.seq, li.prev, li.hash, r)
+		if r.Seq != li.Seq || r.Prev != string(li.Prev) || r.Hash != string(li.Hash) {
+			t.Fatalf("scanner and encoding/json disagree: %d %s %s vs %+v", li.Seq, li.Prev, li.Hash, r)
 		}
-		if r.Event != string(li.event) || r.Decision != string(li.decision) ||
-			!bytes.Contains(li.requestID, []byte{'\\'}) && r.RequestID != string(li.requestID) {
-			t.Fatalf("scanner and encoding/json disagree: event %q decision %q request_id %q vs %+v", li.event, li.decision, li.requestID, r)
+		if r.Event != string(li.Event) || r.Decision != string(li.Decision) ||
+			!bytes.Contains(li.RequestID, []byte{'\\'}) && r.RequestID != string(li.RequestID) {
+			t.Fatalf("scanner and encoding/json disagree: event %q decision %q request_id %q vs %+v", li.Event, li.Decision, li.RequestID, r)
 		}
 	})
 }

@@ -20,7 +20,7 @@ func witnessHome(t *testing.T) (dir string, a *Anchor) {
 	dir, a = anchoredHome(t, testKey(t))
 	a.Witness = "agentnode-audit-witness-test-" + filepath.Base(filepath.Dir(dir))
 	t.Cleanup(func() {
-		if cdir, err := canonicalDir(dir); err == nil {
+		if cdir, err := CanonicalDir(dir); err == nil {
 			_ = keychain.Delete(a.Witness, cdir)
 		}
 	})
@@ -57,8 +57,8 @@ func restoreFiles(t *testing.T, saved map[string][]byte) {
 func TestWitnessDetectsDeletedAnchorAndLog(t *testing.T) {
 	dir, a := witnessHome(t)
 	appendN(t, openT(t, dir, Options{Anchor: a}), 0, 3)
-	cdir, _ := canonicalDir(dir)
-	if w, err := getWitness(a.Witness, cdir); err != nil || w == nil || w.Seq != 1 {
+	cdir, _ := CanonicalDir(dir)
+	if w, err := GetWitness(a.Witness, cdir); err != nil || w == nil || w.Seq != 1 {
 		t.Fatalf("witness after the first sealed append: %+v, %v", w, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -124,7 +124,7 @@ func TestWitnessDetectsUnsealedAnchor(t *testing.T) {
 	appendN(t, openT(t, dir, Options{Anchor: a}), 0, 6)
 	lines := logLinesT(t, activePath(dir))
 	writeLinesT(t, activePath(dir), lines[:4])
-	cdir, _ := canonicalDir(dir)
+	cdir, _ := CanonicalDir(dir)
 	h := lastHead(t, lines[:4])
 	s0 := &anchorBody{Gen: 100, Version: anchorVersion, Dir: cdir, Head: h}
 	s1 := &anchorBody{Gen: 101, Version: anchorVersion, Dir: cdir, Head: h}

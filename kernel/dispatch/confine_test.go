@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/executor/backend"
@@ -104,7 +105,7 @@ func withKernelABI(k *Kernel, abi int) {
 
 func auditRecords(t *testing.T, k *Kernel) []audit.Record {
 	t.Helper()
-	recs, err := audit.Tail(home.AuditDir(k.HomeDir), 100)
+	recs, err := auditverify.Tail(home.AuditDir(k.HomeDir), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

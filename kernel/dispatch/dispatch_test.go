@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/audit"
@@ -42,7 +43,7 @@ func withStages(t *testing.T, stages ...stage) {
 
 func lastRecord(t *testing.T, k *Kernel) audit.Record {
 	t.Helper()
-	recs, err := audit.Tail(home.AuditDir(k.HomeDir), 1)
+	recs, err := auditverify.Tail(home.AuditDir(k.HomeDir), 1)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("tail: %v (%d records)", err, len(recs))
 	}

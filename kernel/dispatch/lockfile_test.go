@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
@@ -355,7 +356,7 @@ func TestLockfileTrustOnlyLowers(t *testing.T) {
 
 func tailRecords(t *testing.T, k *Kernel, n int) []audit.Record {
 	t.Helper()
-	recs, err := audit.Tail(home.AuditDir(k.HomeDir), n)
+	recs, err := auditverify.Tail(home.AuditDir(k.HomeDir), n)
 	if err != nil || len(recs) != n {
 		t.Fatalf("tail: %v (%d records)", err, len(recs))
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentnode/agentnode/kernel/audit"
+	"github.com/agentnode/agentnode/cmd/agentnode/auditverify"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/policy"
@@ -66,7 +66,7 @@ func matches(got, want string) bool {
 // decisionChain is the guard chain of the last decision record.
 func decisionChain(t *testing.T, k *Kernel) string {
 	t.Helper()
-	recs, err := audit.Tail(home.AuditDir(k.HomeDir), 100)
+	recs, err := auditverify.Tail(home.AuditDir(k.HomeDir), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

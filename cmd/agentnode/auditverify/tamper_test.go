@@ -1,4 +1,4 @@
-package audit
+package auditverify
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentnode/agentnode/kernel/audit"
 )
 
 // TestVerifyDetectsTampering builds a 10-record log, changes it the way an
@@ -151,7 +153,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		{
 			name: "first record with a non-genesis prev",
 			tamper: func(t *testing.T, lines [][]byte) [][]byte {
-				lines[0] = reseal(t, bytes.Replace(lines[0], []byte(`"prev":"`+Genesis), []byte(`"prev":"`+strings.Repeat("1", 64)), 1))
+				lines[0] = reseal(t, bytes.Replace(lines[0], []byte(`"prev":"`+audit.Genesis), []byte(`"prev":"`+strings.Repeat("1", 64)), 1))
 				return lines
 			},
 			problem: ProblemPrevMismatch, seq: 1, line: 1,
@@ -165,7 +167,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l := openT(t, dir, Options{})
+			l := openT(t, dir, audit.Options{})
 			appendN(t, l, 0, 10)
 			if rep, err := Verify(dir); err != nil || !rep.OK {
 				t.Fatalf("untampered: %+v %v", rep, err)
@@ -177,7 +179,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rep.OK || rep.Problem != c.problem || rep.FirstBadSeq != c.seq || rep.Line != c.line || rep.File != FileName || rep.Detail == "" {
+				if rep.OK || rep.Problem != c.problem || rep.FirstBadSeq != c.seq || rep.Line != c.line || rep.File != audit.FileName || rep.Detail == "" {
 					t.Fatalf("full=%v: report %+v, want %s at seq %d line %d", full, rep, c.problem, c.seq, c.line)
 				}
 				if rep.Records != c.line-1 {
@@ -189,11 +191,11 @@ func TestVerifyDetectsTampering(t *testing.T) {
 }
 
 func TestVerifyDetectsTamperingAcrossRotatedFiles(t *testing.T) {
-	setup := func(t *testing.T) (string, []logFile) {
+	setup := func(t *testing.T) (string, []audit.LogFile) {
 		dir := t.TempDir()
-		l := openT(t, dir, Options{MaxSizeBytes: 2048, MaxFiles: 100})
+		l := openT(t, dir, audit.Options{MaxSizeBytes: 2048, MaxFiles: 100})
 		appendN(t, l, 0, 30)
-		files, err := listFiles(dir)
+		files, err := audit.ListFiles(dir)
 		if err != nil || len(files) < 4 {
 			t.Fatalf("files %v %v", files, err)
 		}
@@ -201,12 +203,12 @@ func TestVerifyDetectsTamperingAcrossRotatedFiles(t *testing.T) {
 	}
 	t.Run("edit in a rotated file", func(t *testing.T) {
 		dir, files := setup(t)
-		name := files[1].name
+		name := files[1].Name
 		path := filepath.Join(dir, name)
 		lines := readLinesT(t, path)
 		lines[1] = bytes.Replace(lines[1], []byte(`"tool":"read_file"`), []byte(`"tool":"rm_rf___"`), 1)
 		writeLinesT(t, path, lines)
-		first := readLinesT(t, filepath.Join(dir, files[0].name))
+		first := readLinesT(t, filepath.Join(dir, files[0].Name))
 		rep, err := Verify(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -218,28 +220,28 @@ func TestVerifyDetectsTamperingAcrossRotatedFiles(t *testing.T) {
 	})
 	t.Run("delete a rotated file", func(t *testing.T) {
 		dir, files := setup(t)
-		n := len(readLinesT(t, filepath.Join(dir, files[0].name)))
-		if err := os.Remove(filepath.Join(dir, files[1].name)); err != nil {
+		n := len(readLinesT(t, filepath.Join(dir, files[0].Name)))
+		if err := os.Remove(filepath.Join(dir, files[1].Name)); err != nil {
 			t.Fatal(err)
 		}
 		rep, err := Verify(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.OK || rep.Problem != ProblemSeqGap || rep.FirstBadSeq != uint64(n+1) || rep.File != files[2].name || rep.Line != 1 {
+		if rep.OK || rep.Problem != ProblemSeqGap || rep.FirstBadSeq != uint64(n+1) || rep.File != files[2].Name || rep.Line != 1 {
 			t.Fatalf("report %+v", rep)
 		}
 	})
 	t.Run("swap two rotated files", func(t *testing.T) {
 		dir, files := setup(t)
-		a, b := filepath.Join(dir, files[1].name), filepath.Join(dir, files[2].name)
+		a, b := filepath.Join(dir, files[1].Name), filepath.Join(dir, files[2].Name)
 		tmp := a + ".tmp"
 		for _, mv := range [][2]string{{a, tmp}, {b, a}, {tmp, b}} {
 			if err := os.Rename(mv[0], mv[1]); err != nil {
 				t.Fatal(err)
 			}
 		}
-		n := len(readLinesT(t, filepath.Join(dir, files[0].name)))
+		n := len(readLinesT(t, filepath.Join(dir, files[0].Name)))
 		rep, err := Verify(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +252,7 @@ func TestVerifyDetectsTamperingAcrossRotatedFiles(t *testing.T) {
 	})
 	t.Run("torn line inside a rotated file", func(t *testing.T) {
 		dir, files := setup(t)
-		path := filepath.Join(dir, files[1].name)
+		path := filepath.Join(dir, files[1].Name)
 		lines := readLinesT(t, path)
 		lines[len(lines)-1] = lines[len(lines)-1][:40]
 		writeLinesT(t, path, lines)
@@ -258,7 +260,7 @@ func TestVerifyDetectsTamperingAcrossRotatedFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.OK || rep.Problem != ProblemTornLine || rep.File != files[1].name {
+		if rep.OK || rep.Problem != ProblemTornLine || rep.File != files[1].Name {
 			t.Fatalf("report %+v", rep)
 		}
 	})

@@ -1,16 +1,11 @@
-package audit
+package auditverify
 
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/lockfile"
 )
 
 // Seal statuses of a SealReport.
@@ -52,35 +47,35 @@ type SealReport struct {
 // anchor). When all holds and the anchor's seal was checked, the witness is
 // moved on to the log's head. Integrity problems are in the Report; the
 // error is for failing to read.
-func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
-	lk, err := readLock(dir)
+func VerifyAnchored(dir string, a *audit.Anchor) (*Report, error) {
+	lk, err := audit.ReadLock(dir)
 	if err != nil {
 		return nil, unavailable("lock audit log for reading: %w", err)
 	}
-	defer readUnlock(lk)
-	cdir, err := canonicalDir(dir)
+	defer audit.ReadUnlock(lk)
+	cdir, err := audit.CanonicalDir(dir)
 	if err != nil {
 		return nil, unavailable("audit anchor: %w", err)
 	}
-	af, aerr := readAnchor(a.Path)
-	if errors.Is(aerr, errNoAnchor) {
+	af, aerr := audit.ReadAnchor(a.Path)
+	if errors.Is(aerr, audit.ErrNoAnchor) {
 		af, aerr = nil, nil
 	}
 	var key []byte
 	kerr := error(keychain.ErrUnavailable)
-	if a.Key != nil && af != nil && af.sealed() {
-		key, kerr = a.Key(af.keyID())
+	if a.Key != nil && af != nil && af.Sealed() {
+		key, kerr = a.Key(af.KeyID())
 	}
-	var wit *head
+	var wit *audit.Head
 	var werr error
 	if a.Witness != "" {
-		wit, werr = getWitness(a.Witness, cdir)
+		wit, werr = audit.GetWitness(a.Witness, cdir)
 	}
 	watch := map[uint64]string{}
-	var want head // where the anchor says the log ends
-	var pending *head
+	var want audit.Head // where the anchor says the log ends
+	var pending *audit.Head
 	if af != nil {
-		want, pending = af.expect()
+		want, pending = af.Expect()
 		watch[want.Seq] = ""
 	}
 	if wit != nil {
@@ -104,10 +99,7 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 	if werr != nil {
 		rep.Warnings = append(rep.Warnings, "the witness in the OS keychain could not be read, so a rollback of log and anchor to an older copy, or a deleted anchor with its log, cannot be detected: "+werr.Error())
 	}
-	last := head{rep.LastSeq, rep.LastHash}
-	if rep.Records == 0 {
-		last = head{0, Genesis}
-	}
+	last := chainHead(rep)
 	bad := func(problem string, seq uint64, format string, args ...any) (*Report, error) {
 		rep.OK, rep.Problem, rep.FirstBadSeq, rep.Detail = false, problem, seq, fmt.Sprintf(format, args...)
 		rep.File, rep.Line = "", 0 // the whole log, not one line of it
@@ -125,21 +117,21 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the log has no anchor (%s): it was written before anchoring, or the anchor was deleted; cut-off records cannot be detected until the next run anchors it", a.Path))
 	case af == nil:
 		// A log that never held a record, and no witness: a new home.
-	case af.newest().Dir != cdir:
+	case af.Dir() != cdir:
 		sr.Status = SealBroken
-		return bad(ProblemAnchorInvalid, last.Seq+1, "the anchor belongs to the log in %s, not to this one in %s: it was copied from elsewhere (after moving a home on purpose, accept it with `agentnode audit reanchor`)", af.newest().Dir, cdir)
-	case !af.sealed() && wit != nil:
+		return bad(ProblemAnchorInvalid, last.Seq+1, "the anchor belongs to the log in %s, not to this one in %s: it was copied from elsewhere (after moving a home on purpose, accept it with `agentnode audit reanchor`)", af.Dir(), cdir)
+	case !af.Sealed() && wit != nil:
 		sr.Status = SealUnsealed
 		return bad(ProblemAnchorUnsealed, last.Seq+1, "the anchor is not sealed, but this log was sealed before (the OS keychain's witness is at seq %d): the anchor was replaced", wit.Seq)
-	case !af.sealed():
+	case !af.Sealed():
 		sr.Status = SealUnsealed
 		rep.Warnings = append(rep.Warnings, "the anchor is not sealed (written without an OS keychain): whoever can write the files can rewrite the anchor with the log, so cutting off or rewriting records is detected only if the anchor was not rewritten too")
 	case kerr != nil:
-		sr.Status, sr.KeyID = SealUnverifiable, af.keyID()
+		sr.Status, sr.KeyID = SealUnverifiable, af.KeyID()
 		rep.Warnings = append(rep.Warnings, "the anchor's seal could not be checked: "+kerr.Error())
 	default:
-		sr.KeyID = af.keyID()
-		if why := af.checkSeal(key); why != "" {
+		sr.KeyID = af.KeyID()
+		if why := af.CheckSeal(key); why != "" {
 			sr.Status = SealBroken
 			return bad(ProblemAnchorInvalid, last.Seq+1, "%s", why)
 		}
@@ -148,10 +140,10 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 
 	// The log against the anchor.
 	if af != nil {
-		sr.HeadSeq, sr.HeadHash, sr.Torn = want.Seq, want.Hash, af.torn()
+		sr.HeadSeq, sr.HeadHash, sr.Torn = want.Seq, want.Hash, af.Torn()
 		n, l := want.Seq, last.Seq
 		switch {
-		case af.matches(last):
+		case af.Matches(last):
 			sr.Pending = pending != nil && last == *pending
 		case rep.Records == 0:
 			return bad(ProblemAnchorMismatch, 1, "the log holds no records, but its anchor says it ends at seq %d (hash %.16s…): the log was emptied or deleted", n, want.Hash)
@@ -177,7 +169,7 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 	// All holds: move the witness on (only with a checked seal, so that no
 	// forged anchor is ever remembered).
 	if sr.Status == SealVerified && a.Witness != "" && werr == nil && (wit == nil || last.Seq > wit.Seq) {
-		if err := setWitness(a.Witness, cdir, last); err != nil {
+		if err := audit.SetWitness(a.Witness, cdir, last); err != nil {
 			rep.Warnings = append(rep.Warnings, "the witness in the OS keychain could not be moved on: "+err.Error())
 		} else {
 			sr.WitnessSeq, sr.Witness = last.Seq, "checked, moved on"
@@ -191,80 +183,46 @@ func VerifyAnchored(dir string, a *Anchor) (*Report, error) {
 
 // Reanchor accepts the log in dir as it is now: its chain must be intact
 // by itself; its head becomes the anchor (sealed if there is a key) and the
-// witness. It is how a log is anchored after moving a home or starting
-// over (moving the audit directory aside), or accepted after a tamper was
-// investigated. Without an OS keychain it writes an unsealed anchor, but it
-// refuses to replace a sealed one. Errors wrap reason.ErrAuditUnavailable.
-func Reanchor(dir string, a *Anchor) (*Report, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, unavailable("create audit directory: %w", err)
-	}
-	lk, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, unavailable("open audit lock: %w", err)
-	}
-	defer lk.Close()
-	if err := lockFile(lk, unix.LOCK_EX); err != nil {
-		return nil, unavailable("lock audit log: %w", err)
-	}
-	defer func() { _ = unlockFile(lk) }()
-	cdir, err := canonicalDir(dir)
-	if err == nil {
-		err = os.MkdirAll(filepath.Dir(a.Path), 0o700)
-	}
-	if err != nil {
-		return nil, unavailable("audit anchor: %w", err)
-	}
-	rep, err := verifyLocked(dir, false, nil)
-	if err != nil {
-		return nil, err
-	}
-	if !rep.OK {
-		return rep, unavailable("the log's own chain is broken at seq %d (%s), so it cannot be anchored: keep it as evidence and move the audit directory aside to start over", rep.FirstBadSeq, rep.Problem)
-	}
-	last := head{rep.LastSeq, rep.LastHash}
-	if rep.Records == 0 {
-		last = head{0, Genesis}
-	}
-	var key []byte
-	kerr := error(keychain.ErrUnavailable)
-	if a.Key != nil {
-		key, kerr = a.Key("")
-	}
-	old, oerr := readAnchor(a.Path)
-	sr := &SealReport{Status: SealVerified, HeadSeq: last.Seq, HeadHash: last.Hash, Witness: "none"}
-	switch {
-	case kerr == nil:
-		sr.KeyID = lockfile.KeyID(key)
-	case errors.Is(kerr, keychain.ErrUnavailable):
-		if oerr == nil && old.sealed() {
-			return nil, unavailable("the audit anchor %s is sealed and the seal key cannot be read, so it would be replaced by an unsealed one: re-anchor where the OS keychain is available: %w", a.Path, kerr)
+// witness, written by audit.WriteAnchor under the log's write lock. It is
+// how a log is anchored after moving a home or starting over (moving the
+// audit directory aside), or accepted after a tamper was investigated.
+// Without an OS keychain it writes an unsealed anchor, but it refuses to
+// replace a sealed one. Errors wrap reason.ErrAuditUnavailable; with a
+// broken chain, the Report says where.
+func Reanchor(dir string, a *audit.Anchor) (*Report, error) {
+	var rep *Report
+	done, err := audit.WriteAnchor(dir, a, func() (audit.Head, error) {
+		var err error
+		if rep, err = verifyLocked(dir, false, nil); err != nil {
+			return audit.Head{}, err
 		}
-		key, sr.Status = nil, SealUnsealed
-	default:
-		return nil, unavailable("read the audit seal key: %w", kerr)
-	}
-	// Both slots name the head; the generations go on from the old file's
-	// (when it can be read), so that no slot of it outranks the new ones.
-	var gen uint64
-	if oerr == nil {
-		for _, sl := range old.slots {
-			if sl != nil {
-				gen = max(gen, sl.Gen)
-			}
+		if !rep.OK {
+			return audit.Head{}, unavailable("the log's own chain is broken at seq %d (%s), so it cannot be anchored: keep it as evidence and move the audit directory aside to start over", rep.FirstBadSeq, rep.Problem)
 		}
-	}
-	s0 := &anchorBody{Gen: gen + 1, Version: anchorVersion, Dir: cdir, Head: last}
-	s1 := &anchorBody{Gen: gen + 2, Version: anchorVersion, Dir: cdir, Head: last}
-	if err := writeAnchorFile(a.Path, key, s0, s1); err != nil {
-		return nil, unavailable("write the audit anchor: %w", err)
-	}
-	if key != nil && a.Witness != "" {
-		if err := setWitness(a.Witness, cdir, last); err != nil {
-			return nil, unavailable("record the audit witness in the OS keychain: %w", err)
+		return chainHead(rep), nil
+	})
+	if err != nil {
+		if rep == nil || rep.OK {
+			return nil, err
 		}
-		sr.WitnessSeq, sr.Witness = last.Seq, "set"
+		return rep, err
+	}
+	sr := &SealReport{Status: SealVerified, KeyID: done.KeyID, HeadSeq: done.Head.Seq, HeadHash: done.Head.Hash, Witness: "none"}
+	if done.KeyID == "" {
+		sr.Status = SealUnsealed
+	}
+	if done.Witness {
+		sr.WitnessSeq, sr.Witness = done.Head.Seq, "set"
 	}
 	rep.Seal = sr
 	return rep, nil
+}
+
+// chainHead is the head of the chain rep verified: 0 and Genesis for no
+// records.
+func chainHead(rep *Report) audit.Head {
+	if rep.Records == 0 {
+		return audit.Head{Seq: 0, Hash: audit.Genesis}
+	}
+	return audit.Head{Seq: rep.LastSeq, Hash: rep.LastHash}
 }

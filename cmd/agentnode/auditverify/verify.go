@@ -1,32 +1,38 @@
-package audit
+// Package auditverify is the audit log's verifier: `agentnode audit verify`
+// (VerifyAnchored, Verify), `agentnode audit reanchor` (Reanchor) and
+// `agentnode audit` (Tail). It reads the log through kernel/audit's
+// primitives (the file order and read lock, the line parser, the hash rule,
+// the anchor's reader and seal check, the witness) and decides what they
+// show; only front ends need that, so it sits here and not in the kernel,
+// which keeps the writer and its one anchor writer (audit.WriteAnchor).
+package auditverify
 
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 
+	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/reason"
 )
 
 // Problems Verify reports.
 const (
-	ProblemTornLine        = "torn_line"        // a file ends without a newline: an unfinished write
-	ProblemParseError      = "parse_error"      // a line is not a JSON record in the record layout
-	ProblemSchemaViolation = "schema_violation" // JSON, but not valid against the record schema
-	ProblemHashMismatch    = "hash_mismatch"    // the record's bytes changed after it was written
-	ProblemPrevMismatch    = "prev_mismatch"    // prev is not the previous record's hash
-	ProblemSeqGap          = "seq_gap"          // records are missing
-	ProblemSeqOrder        = "seq_order"        // records are out of order or repeated
-	ProblemHeadMissing     = "head_missing"     // the oldest records are gone, and not by rotation
+	ProblemTornLine        = "torn_line"                  // a file ends without a newline: an unfinished write
+	ProblemParseError      = audit.ProblemParseError      // a line is not a JSON record in the record layout
+	ProblemSchemaViolation = audit.ProblemSchemaViolation // JSON, but not valid against the record schema
+	ProblemHashMismatch    = "hash_mismatch"              // the record's bytes changed after it was written
+	ProblemPrevMismatch    = "prev_mismatch"              // prev is not the previous record's hash
+	ProblemSeqGap          = "seq_gap"                    // records are missing
+	ProblemSeqOrder        = "seq_order"                  // records are out of order or repeated
+	ProblemHeadMissing     = "head_missing"               // the oldest records are gone, and not by rotation
 
 	// Found by VerifyAnchored, on a chain that is intact by itself.
 	ProblemAnchorMismatch = "anchor_mismatch" // the log does not end where its sealed anchor says
@@ -85,31 +91,36 @@ type UnfinishedRun struct {
 // Integrity problems are reported in the Report; the error is only for
 // failing to read (wrapping reason.ErrAuditUnavailable).
 //
-// Records are checked against the schema by scanCanonical, which implements
-// every constraint of specs/schema/audit-record.schema.json without
-// allocating, for lines in the layout Append writes; other lines, and the
-// first line of each file, go through the JSON Schema validator itself.
+// Records are checked against the schema by audit.ParseLine, which
+// implements every constraint of specs/schema/audit-record.schema.json
+// without allocating for lines in the layout Append writes; other lines,
+// and the first line of each file, go through the JSON Schema validator
+// itself.
 func Verify(dir string) (*Report, error) { return verify(dir, false) }
 
 // verify is Verify; fullSchema also runs the JSON Schema validator on every
 // line (slow; tests use it to cross-check).
 func verify(dir string, fullSchema bool) (*Report, error) {
-	lk, err := readLock(dir)
+	lk, err := audit.ReadLock(dir)
 	if err != nil {
 		return nil, unavailable("lock audit log for reading: %w", err)
 	}
-	defer readUnlock(lk)
+	defer audit.ReadUnlock(lk)
 	return verifyLocked(dir, fullSchema, nil)
+}
+
+func unavailable(format string, args ...any) error {
+	return reason.New(reason.AuditUnavailable, format, args...)
 }
 
 // verifyLocked is verify with the lock held by the caller. watch, if not
 // nil, maps seqs to fill in with the hashes of those records.
 func verifyLocked(dir string, fullSchema bool, watch map[uint64]string) (*Report, error) {
-	files, err := listFiles(dir)
+	files, err := audit.ListFiles(dir)
 	if err != nil {
 		return nil, unavailable("list audit files: %w", err)
 	}
-	v := &verifier{dir: dir, files: files, full: fullSchema, h: sha256.New(), rep: &Report{Files: len(files)}, watch: watch}
+	v := &verifier{dir: dir, files: files, full: fullSchema, h: audit.NewLineHasher(), rep: &Report{Files: len(files)}, watch: watch}
 	for i := range files {
 		done, err := v.file(i)
 		if err != nil {
@@ -143,13 +154,12 @@ func (v *verifier) unfinished() {
 
 type verifier struct {
 	dir   string
-	files []logFile
+	files []audit.LogFile
 	full  bool
 	rep   *Report
 	watch map[uint64]string
 
-	h        hash.Hash
-	sum      [sha256.Size]byte
+	h        *audit.LineHasher
 	hx       [64]byte
 	have     bool // a record was verified
 	lastSeq  uint64
@@ -167,7 +177,7 @@ type verifier struct {
 // file verifies one file; done means a problem was found.
 func (v *verifier) file(i int) (done bool, err error) {
 	v.fileIdx, v.lineNo, v.off = i, 0, 0
-	f, err := bounded.Open(filepath.Join(v.dir, v.files[i].name), os.O_RDONLY, 0)
+	f, err := bounded.Open(filepath.Join(v.dir, v.files[i].Name), os.O_RDONLY, 0)
 	if err != nil {
 		return false, err
 	}
@@ -201,64 +211,52 @@ func (v *verifier) file(i int) (done bool, err error) {
 
 // check verifies one line against the chain so far.
 func (v *verifier) check(line []byte) bool {
-	li, ok := scanCanonical(line)
-	if ok && (v.full || v.lineNo == 1) {
-		if err := validateSchema(line); err != nil {
-			v.fail(ProblemSchemaViolation, v.expected(line), err.Error())
-			return false
-		}
+	li, p, detail := audit.ParseLine(line, v.full || v.lineNo == 1)
+	if p != "" {
+		v.fail(p, v.expected(line), detail)
+		return false
 	}
-	if !ok {
-		var p, detail string
-		if li, p, detail = parseSlow(line); p != "" {
-			v.fail(p, v.expected(line), detail)
-			return false
-		}
-	}
-	v.h.Reset()
-	v.h.Write(line[:len(line)-hashSuffixLen])
-	v.h.Write([]byte{'}'})
-	hex.Encode(v.hx[:], v.h.Sum(v.sum[:0]))
-	if !bytes.Equal(v.hx[:], li.hash) {
-		v.fail(ProblemHashMismatch, v.expected(line), fmt.Sprintf("record seq %d: stored hash %.16s…, computed %.16s…: the record was changed after it was written", li.seq, li.hash, v.hx[:]))
+	v.h.Sum(line, &v.hx)
+	if !bytes.Equal(v.hx[:], li.Hash) {
+		v.fail(ProblemHashMismatch, v.expected(line), fmt.Sprintf("record seq %d: stored hash %.16s…, computed %.16s…: the record was changed after it was written", li.Seq, li.Hash, v.hx[:]))
 		return false
 	}
 	if v.have {
 		want := v.lastSeq + 1
 		switch {
-		case li.seq < want:
-			v.fail(ProblemSeqOrder, want, fmt.Sprintf("seq %d follows seq %d", li.seq, v.lastSeq))
+		case li.Seq < want:
+			v.fail(ProblemSeqOrder, want, fmt.Sprintf("seq %d follows seq %d", li.Seq, v.lastSeq))
 			return false
-		case li.seq > want && v.seqLater(want):
-			v.fail(ProblemSeqOrder, want, fmt.Sprintf("seq %d comes before seq %d", li.seq, want))
+		case li.Seq > want && v.seqLater(want):
+			v.fail(ProblemSeqOrder, want, fmt.Sprintf("seq %d comes before seq %d", li.Seq, want))
 			return false
-		case li.seq > want:
-			v.fail(ProblemSeqGap, want, fmt.Sprintf("seq %d follows seq %d: %d record(s) missing", li.seq, v.lastSeq, li.seq-want))
+		case li.Seq > want:
+			v.fail(ProblemSeqGap, want, fmt.Sprintf("seq %d follows seq %d: %d record(s) missing", li.Seq, v.lastSeq, li.Seq-want))
 			return false
 		}
-		if !bytes.Equal(li.prev, v.lastHash[:]) {
-			v.fail(ProblemPrevMismatch, li.seq, fmt.Sprintf("prev %.16s… of seq %d is not the hash %.16s… of seq %d", li.prev, li.seq, v.lastHash[:], v.lastSeq))
+		if !bytes.Equal(li.Prev, v.lastHash[:]) {
+			v.fail(ProblemPrevMismatch, li.Seq, fmt.Sprintf("prev %.16s… of seq %d is not the hash %.16s… of seq %d", li.Prev, li.Seq, v.lastHash[:], v.lastSeq))
 			return false
 		}
 	} else {
 		switch {
-		case li.seq == 1 && string(li.prev) != Genesis:
+		case li.Seq == 1 && string(li.Prev) != audit.Genesis:
 			v.fail(ProblemPrevMismatch, 1, "the first record (seq 1) must have prev = 64 zeros")
 			return false
-		case li.seq != 1 && v.files[v.fileIdx].n == 0:
-			v.fail(ProblemHeadMissing, 1, fmt.Sprintf("the log has no rotated files yet starts at seq %d: records 1..%d are missing", li.seq, li.seq-1))
+		case li.Seq != 1 && v.files[v.fileIdx].N == 0:
+			v.fail(ProblemHeadMissing, 1, fmt.Sprintf("the log has no rotated files yet starts at seq %d: records 1..%d are missing", li.Seq, li.Seq-1))
 			return false
-		case li.seq != 1:
+		case li.Seq != 1:
 			// Older files were rotated away: the first prev is the anchor.
-			v.rep.Anchor = string(li.prev)
+			v.rep.Anchor = string(li.Prev)
 		}
-		v.rep.FirstSeq = li.seq
+		v.rep.FirstSeq = li.Seq
 	}
 	v.have = true
-	v.lastSeq = li.seq
-	copy(v.lastHash[:], li.hash)
-	if _, ok := v.watch[li.seq]; ok {
-		v.watch[li.seq] = string(li.hash)
+	v.lastSeq = li.Seq
+	copy(v.lastHash[:], li.Hash)
+	if _, ok := v.watch[li.Seq]; ok {
+		v.watch[li.Seq] = string(li.Hash)
 	}
 	v.rep.Records++
 	v.pair(li)
@@ -267,21 +265,21 @@ func (v *verifier) check(line []byte) bool {
 
 // pair follows runs from their allowed decision to their outcome. An
 // outcome whose decision was rotated away is ignored.
-func (v *verifier) pair(li lineInfo) {
+func (v *verifier) pair(li audit.Line) {
 	switch {
-	case string(li.event) == EventDecision && string(li.decision) == "allow":
+	case string(li.Event) == audit.EventDecision && string(li.Decision) == "allow":
 		if v.running == nil {
 			v.running = map[string]uint64{}
 		}
-		v.running[string(li.requestID)] = li.seq
-	case string(li.event) == EventOutcome:
-		delete(v.running, string(li.requestID))
+		v.running[string(li.RequestID)] = li.Seq
+	case string(li.Event) == audit.EventOutcome:
+		delete(v.running, string(li.RequestID))
 	}
 }
 
 func (v *verifier) fail(problem string, seq uint64, detail string) {
 	v.rep.Problem, v.rep.FirstBadSeq, v.rep.Detail = problem, seq, detail
-	v.rep.File, v.rep.Line = v.files[v.fileIdx].name, v.lineNo
+	v.rep.File, v.rep.Line = v.files[v.fileIdx].Name, v.lineNo
 }
 
 // expected is the seq the record on a bad line should have: one after the
@@ -291,7 +289,7 @@ func (v *verifier) expected(line []byte) uint64 {
 	switch {
 	case v.have:
 		return v.lastSeq + 1
-	case v.files[v.fileIdx].n == 0 && v.fileIdx == 0:
+	case v.files[v.fileIdx].N == 0 && v.fileIdx == 0:
 		return 1
 	}
 	s, _ := guessSeq(line)
@@ -302,7 +300,7 @@ func (v *verifier) expected(line []byte) uint64 {
 // current line (then records were reordered rather than deleted).
 func (v *verifier) seqLater(want uint64) bool {
 	for i := v.fileIdx; i < len(v.files); i++ {
-		f, err := bounded.Open(filepath.Join(v.dir, v.files[i].name), os.O_RDONLY, 0)
+		f, err := bounded.Open(filepath.Join(v.dir, v.files[i].Name), os.O_RDONLY, 0)
 		if err != nil {
 			return false
 		}
@@ -327,8 +325,8 @@ func (v *verifier) seqLater(want uint64) bool {
 
 // guessSeq reads the seq of a line that may not be a valid record.
 func guessSeq(line []byte) (uint64, bool) {
-	if li, ok := scanCanonical(line); ok {
-		return li.seq, true
+	if li, p, _ := audit.ParseLine(line, false); p == "" {
+		return li.Seq, true
 	}
 	_, rest, ok := bytes.Cut(line, []byte(`"seq":`))
 	if !ok {

@@ -1,10 +1,11 @@
-package audit
+package auditverify
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
 
+	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
@@ -13,19 +14,19 @@ import (
 // records. A torn last line is skipped (Verify reports it); any other line
 // that is not a valid record is an error. Tail does not check the chain:
 // that is Verify's job. Errors wrap reason.ErrAuditUnavailable.
-func Tail(dir string, n int) ([]Record, error) {
-	lk, err := readLock(dir)
+func Tail(dir string, n int) ([]audit.Record, error) {
+	lk, err := audit.ReadLock(dir)
 	if err != nil {
 		return nil, unavailable("lock audit log for reading: %w", err)
 	}
-	defer readUnlock(lk)
-	files, err := listFiles(dir)
+	defer audit.ReadUnlock(lk)
+	files, err := audit.ListFiles(dir)
 	if err != nil {
 		return nil, unavailable("list audit files: %w", err)
 	}
 	var lines [][]byte
 	for i := len(files) - 1; i >= 0 && (n <= 0 || len(lines) < n); i-- {
-		more, err := tailFile(filepath.Join(dir, files[i].name), n-len(lines))
+		more, err := tailFile(filepath.Join(dir, files[i].Name), n-len(lines))
 		if err != nil {
 			return nil, unavailable("read audit log: %w", err)
 		}
@@ -37,10 +38,10 @@ func Tail(dir string, n int) ([]Record, error) {
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	recs := make([]Record, len(lines))
+	recs := make([]audit.Record, len(lines))
 	for i, line := range lines {
-		if _, err := parseLine(line); err != nil {
-			return nil, unavailable("unreadable audit record: %w", err)
+		if _, p, detail := audit.ParseLine(line, false); p != "" {
+			return nil, unavailable("unreadable audit record: %s: %s", p, detail)
 		}
 		if err := json.Unmarshal(line, &recs[i]); err != nil {
 			return nil, unavailable("unreadable audit record: %w", err)
@@ -59,6 +60,6 @@ func tailFile(path string, n int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	lines, _, err := lastLines(f, st.Size(), n)
+	lines, _, err := audit.LastLines(f, st.Size(), n)
 	return lines, err
 }
