@@ -15,7 +15,7 @@ const (
 	// maxReasonBytes caps Record.Reason; Append cuts a longer reason on a
 	// rune boundary and ends it with "…".
 	maxReasonBytes = 4096
-	// maxLineBytes is the longest line Append writes and Verify reads.
+	// maxLineBytes is the longest line Append writes and the verifier reads.
 	maxLineBytes = 64 << 10
 	// hashSuffixLen is len(`,"hash":"` + 64 hex + `"}`).
 	hashSuffixLen = len(`,"hash":"`) + 64 + len(`"}`)

@@ -34,7 +34,7 @@ const maxSafe = 1<<53 - 1
 // Append writes: exactly the members of Record in order, no whitespace. It
 // accepts only lines the JSON Schema accepts (every enum, pattern, range and
 // the date-time format are checked here) and allocates nothing, which makes
-// Verify fast. A line it rejects is not necessarily invalid: the caller then
+// verifying fast. A line it rejects is not necessarily invalid: the caller then
 // decides with the schema itself (parseSlow). parse_test.go cross-checks the
 // two on mutated and fuzzed lines.
 func scanCanonical(line []byte) (Line, bool) {

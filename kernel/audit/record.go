@@ -6,40 +6,41 @@
 // (specs/audit.md). Append makes a record durable (fdatasync) before it
 // returns and is safe for several processes appending at the same time (an
 // flock on audit.lock serialises them). The log rotates by size into
-// audit.jsonl.1, .2, ... and the chain continues across files. Verify walks
-// every file oldest first and names the first record that breaks the chain;
-// Tail reads the newest records.
+// audit.jsonl.1, .2, ... and the chain continues across files.
 //
 // With Options.Anchor the head of the chain is also sealed outside the log
 // (anchor.go: HMAC under the lockfile seal key, lockfile.MAC), written in place
 // into one of two slots as an intent before each record and into the other
-// as a commit after it, and VerifyAnchored
-// checks the log against it and against a witness in the OS keychain, so
-// truncation, re-chaining, forged appends, an emptied or deleted log and
-// rollbacks older than the last verify are detected too.
+// as a commit after it, and a witness of the head is kept in the OS
+// keychain, so that the verifier can detect truncation, re-chaining, forged
+// appends, an emptied or deleted log and rollbacks older than the last
+// verify too.
 //
 // It is in the trusted core because no run happens without an append
 // (kernel/dispatch), and each append checks the log's end against its
-// sealed anchor, recovers a torn last line and moves the anchor on. Verify,
-// VerifyAnchored, Reanchor and Tail serve the front end (`agentnode audit`,
-// cmd/agentnode/audit.go, which formats and prints), but they stay
-// here: they are the reading side of the same chain and anchor (the line
-// scanner, the schema, the hash rule, the read lock, the rotated files, the
-// anchor's slots and its keychain witness), which would otherwise have to
-// be exported or written twice.
+// sealed anchor, recovers a torn last line and moves the anchor on. The
+// verifier (Verify, VerifyAnchored, Reanchor, Tail) serves only the front
+// end (`agentnode audit`, doctor) and lives there, in
+// cmd/agentnode/auditverify; it reads the log through the primitives this
+// package exports, one implementation each, shared with Append: the line
+// reader (ParseLine) and the schema, the hash rule (LineHasher), the file
+// order and the read lock (ListFiles, ReadLock), the anchor's reader and
+// seal check (ReadAnchor, AnchorState), the keychain witness (GetWitness,
+// SetWitness) and the one anchor writer for re-anchoring (WriteAnchor).
 //
 // The Record type has no field for tool inputs or outputs, secrets or lockfile
 // contents, so they cannot end up in the log. Every failure to open, write or
 // sync the log wraps reason.ErrAuditUnavailable: if the audit cannot be
 // written, nothing runs.
 //
-// Verify reads each line with a hand-written scanner of the canonical
+// ParseLine reads each line with a hand-written scanner of the canonical
 // layout Append writes (scanCanonical, parse.go) and falls back to the
 // reference, encoding/json plus the JSON Schema (parseSlow), only for a
 // line the scanner does not accept. It stays because it is about 100 times
 // faster: BenchmarkScanCanonical 430-920 ns and no allocation per typical
 // record, against BenchmarkParseSlow 73-75 µs and 261 allocations (2
-// cores), which is what keeps Verify of a large log fast (BenchmarkVerify).
+// cores), which is what keeps verifying a large log fast (BenchmarkVerify
+// in cmd/agentnode/auditverify).
 // FuzzScanCanonical, in the fuzz loop of test/run.sh (make test, CI),
 // holds it to the reference: whatever the scanner accepts, parseSlow
 // accepts with the same chain fields (seq, prev, hash, event, request id,
