@@ -490,6 +490,7 @@ func GetWitness(service, cdir string) (*Head, error) {
 	return &h, nil
 }
 
+// SetWitness records h as the witness of the log in cdir.
 func SetWitness(service, cdir string, h Head) error {
 	data, _ := json.Marshal(witness(h))
 	return keychain.Set(service, cdir, string(data))

@@ -150,6 +150,7 @@ func ReadLock(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// ReadUnlock releases ReadLock's lock (nil: none was taken).
 func ReadUnlock(f *os.File) {
 	if f != nil {
 		_ = unlockFile(f)
