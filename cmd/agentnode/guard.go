@@ -54,7 +54,7 @@ func newGuardPolicyCmd() *cobra.Command {
 				return fail(cmd, jsonOut, err)
 			}
 			defer cleanup()
-			p, err := k.GuardPolicy()
+			p, err := guardPolicy(k)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -69,7 +69,7 @@ func newGuardPolicyCmd() *cobra.Command {
 	return cmd
 }
 
-func printGuardPolicy(cmd *cobra.Command, p *dispatch.GuardPolicy) {
+func printGuardPolicy(cmd *cobra.Command, p *GuardPolicy) {
 	w := cmd.OutOrStdout()
 	mode := "default"
 	if p.Strict {
@@ -128,7 +128,7 @@ func printGuardPolicy(cmd *cobra.Command, p *dispatch.GuardPolicy) {
 	fmt.Fprintf(w, "inspectors:  %s\n", chain)
 	fmt.Fprintln(w, "max permissions (guard.max_permissions, permissions.* deny; a package declaring more is denied):")
 	printLevels(w, p.MaxPermissions)
-	if p.PromptPermissions != (dispatch.MaxPermissions{}) {
+	if p.PromptPermissions != (MaxPermissions{}) {
 		fmt.Fprintln(w, "prompt above (permissions.* prompt, sandboxed; a package declaring more is prompted for):")
 		printLevels(w, p.PromptPermissions)
 	}
@@ -243,7 +243,7 @@ func envTrueOS(key string) bool {
 	return false
 }
 
-func printLevels(w io.Writer, m dispatch.MaxPermissions) {
+func printLevels(w io.Writer, m MaxPermissions) {
 	for _, l := range []struct{ kind, level string }{
 		{"network", m.Network},
 		{"filesystem", m.Filesystem},

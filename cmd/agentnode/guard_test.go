@@ -67,7 +67,7 @@ func TestGuardPolicyJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var p dispatch.GuardPolicy
+	var p GuardPolicy
 	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestGuardPolicyJSON(t *testing.T) {
 
 	t.Setenv("AGENTNODE_GUARD_STRICT", "1")
 	_, stdout, _ = runCLI(t, "guard", "policy", "--json")
-	p = dispatch.GuardPolicy{}
+	p = GuardPolicy{}
 	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +95,27 @@ func TestGuardPolicyJSON(t *testing.T) {
 	}
 	if !p.Strict || p.OverridesApply || p.RateLimits.Defaults["agent"].PerHour != 500 {
 		t.Fatalf("strict policy %+v", p)
+	}
+}
+
+func TestGuardPolicyShowsCeiling(t *testing.T) {
+	dir := guardHome(t)
+	k := &dispatch.Kernel{HomeDir: dir}
+	p, err := guardPolicy(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxPermissions != (MaxPermissions{}) {
+		t.Errorf("unset ceiling shown as %+v", p.MaxPermissions)
+	}
+	if err := configedit.Set(filepath.Join(dir, "config.json"), "guard.max_permissions", `{"network":"none","code_execution":"limited_subprocess"}`); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = guardPolicy(k); err != nil {
+		t.Fatal(err)
+	}
+	if want := (MaxPermissions{Network: "none", CodeExecution: "limited_subprocess"}); p.MaxPermissions != want {
+		t.Errorf("MaxPermissions = %+v, want %+v", p.MaxPermissions, want)
 	}
 }
 

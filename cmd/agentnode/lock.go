@@ -71,7 +71,7 @@ func newLockVerifyCmd() *cobra.Command {
 			default:
 				out.Exists = true
 				out.Report = d.Verify(lockfile.LoadKey)
-				out.Problems, out.Warnings = out.Report.Problems(strict)
+				out.Problems, out.Warnings = lockedit.Problems(out.Report, strict)
 				out.Problems = nonNil(out.Problems)
 				out.Warnings = nonNil(out.Warnings)
 			}
@@ -168,7 +168,7 @@ func newLockSealCmd() *cobra.Command {
 				return fail(cmd, jsonOut, keychainFailure(err))
 			}
 			d.Root.Delete(lockfile.FieldSeal)
-			d.Seal(key)
+			lockedit.Seal(d, key)
 			if err := lockedit.WriteFile(path, d); err != nil {
 				return fail(cmd, jsonOut, reason.New(reason.LockfileError, "%w", err))
 			}
@@ -195,10 +195,10 @@ func prepareSeal(d *lockfile.Document, path string, force bool) error {
 	if force {
 		for _, m := range d.Packages().Obj {
 			m.Value.Delete(lockfile.FieldIntegrity)
-			m.Value.Set(lockfile.FieldIntegrity, lockfile.Integrity(m.Value))
+			m.Value.Set(lockfile.FieldIntegrity, lockedit.Integrity(m.Value))
 		}
 		d.Root.Set(lockfile.FieldUpdatedAt, lockfile.Str(time.Now().UTC().Format(time.RFC3339)))
-		d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
+		d.Root.Set(lockfile.FieldStructureDigest, lockedit.StructureDigest(d))
 		return nil
 	}
 	r := d.Verify(lockfile.LoadKey)
@@ -220,7 +220,7 @@ func prepareSeal(d *lockfile.Document, path string, force bool) error {
 			path, strings.Join(problems, "; "))}
 	}
 	if r.Structure.Status == lockfile.Missing {
-		d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
+		d.Root.Set(lockfile.FieldStructureDigest, lockedit.StructureDigest(d))
 	}
 	return nil
 }

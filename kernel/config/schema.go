@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/agentnode/agentnode/kernel/editdist"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/specs"
 )
@@ -519,13 +520,13 @@ func suggest(known []string, key string) []string {
 	}
 	var cs []cand
 	for _, k := range known {
-		d := levenshtein(key, k)
+		d := editdist.Distance(key, k)
 		klast := k[strings.LastIndex(k, ".")+1:]
 		switch {
 		case last != "" && klast == last:
 			d = 0
 		case d <= max(2, len(k)/5):
-		case last != "" && levenshtein(last, klast) <= max(1, len(klast)/5):
+		case last != "" && editdist.Distance(last, klast) <= max(1, len(klast)/5):
 			d = max(1, d/2)
 		case last != "" && wordsIn(last, klast):
 			d = max(2, d/2)
@@ -560,25 +561,4 @@ func wordsIn(a, b string) bool {
 		}
 	}
 	return true
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

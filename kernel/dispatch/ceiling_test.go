@@ -140,21 +140,23 @@ func TestCeilingDryRunReportsDeny(t *testing.T) {
 	}
 }
 
-func TestGuardPolicyShowsCeiling(t *testing.T) {
+// TestGuardSettingsShowCeiling: the settings `guard policy` reports carry
+// the ceiling the policy stage decides with.
+func TestGuardSettingsShowCeiling(t *testing.T) {
 	k := newHome(t)
-	p, err := k.GuardPolicy()
+	set, err := k.GuardSettings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.MaxPermissions != (MaxPermissions{}) {
-		t.Errorf("unset ceiling shown as %+v", p.MaxPermissions)
+	if set.Ceiling != (policy.Permissions{}) {
+		t.Errorf("unset ceiling shown as %+v", set.Ceiling)
 	}
 	setConfig(t, k, "guard.max_permissions", `{"network":"none","code_execution":"limited_subprocess"}`)
-	if p, err = k.GuardPolicy(); err != nil {
+	if set, err = k.GuardSettings(); err != nil {
 		t.Fatal(err)
 	}
-	if want := (MaxPermissions{Network: "none", CodeExecution: "limited_subprocess"}); p.MaxPermissions != want {
-		t.Errorf("MaxPermissions = %+v, want %+v", p.MaxPermissions, want)
+	if want := (policy.Permissions{Network: "none", CodeExecution: "limited_subprocess"}); set.Ceiling != want {
+		t.Errorf("Ceiling = %+v, want %+v", set.Ceiling, want)
 	}
 }
 

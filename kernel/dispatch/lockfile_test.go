@@ -101,12 +101,12 @@ func writeLock(t *testing.T, path string, p *store.Package, level string, sealed
 	if mutate != nil && !late {
 		mutate(d)
 		for _, m := range d.Packages().Obj {
-			m.Value.Set(lockfile.FieldIntegrity, lockfile.Integrity(m.Value))
+			m.Value.Set(lockfile.FieldIntegrity, lockedit.Integrity(m.Value))
 		}
-		d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
+		d.Root.Set(lockfile.FieldStructureDigest, lockedit.StructureDigest(d))
 	}
 	if sealed {
-		d.Seal(testSealKey)
+		lockedit.Seal(d, testSealKey)
 	}
 	if mutate != nil && late {
 		mutate(d)
@@ -148,12 +148,12 @@ func TestLockfileStrict(t *testing.T) {
 			writeLock(t, path, p, "unknown", false, nil, false)
 		}, false, "seal missing"},
 		{"sealed with another key", func(t *testing.T, path string, p *store.Package) {
-			writeLock(t, path, p, "unknown", false, func(d *lockfile.Document) { d.Seal(bytes.Repeat([]byte{1}, lockfile.KeySize)) }, true)
+			writeLock(t, path, p, "unknown", false, func(d *lockfile.Document) { lockedit.Seal(d, bytes.Repeat([]byte{1}, lockfile.KeySize)) }, true)
 		}, false, "seal mismatch"},
 		{"trust_level promoted after sealing", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "unknown", true, func(d *lockfile.Document) {
 				d.Entry("lock-tools").Set("trust_level", lockfile.Str("curated"))
-				d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
+				d.Root.Set(lockfile.FieldStructureDigest, lockedit.StructureDigest(d))
 			}, true)
 		}, false, "seal mismatch"},
 		{"no entry for the package", func(t *testing.T, path string, p *store.Package) {
@@ -178,8 +178,8 @@ func TestLockfileStrict(t *testing.T) {
 		{"an entry without _integrity", func(t *testing.T, path string, p *store.Package) {
 			writeLock(t, path, p, "unknown", false, func(d *lockfile.Document) {
 				d.Entry("other-pack").Delete(lockfile.FieldIntegrity)
-				d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
-				d.Seal(testSealKey)
+				d.Root.Set(lockfile.FieldStructureDigest, lockedit.StructureDigest(d))
+				lockedit.Seal(d, testSealKey)
 			}, true)
 		}, false, "1 entry missing"},
 		{"corrupt", func(t *testing.T, path string, _ *store.Package) {

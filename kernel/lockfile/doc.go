@@ -22,9 +22,11 @@
 // mutable field.
 //
 // Verify reports per-entry, structure and seal statuses; it never writes.
-// Integrity, StructureDigest, Seal, Indented and the seal key are what the
-// writers in cmd/agentnode/lockedit compute with: one implementation of
-// each, here.
+// EntryHash, StructureHash, SealHash (MAC), KeyID, Indented and the seal
+// key are what the writers in cmd/agentnode/lockedit compute with (its
+// Integrity, StructureDigest and Seal build the members from them): one
+// implementation of each, here. The tests in package lockfile_test build
+// their lockfiles with those writers.
 //
 // ParseValue (scan.go) is a hand-written scanner beside the reference it
 // replaced, a walk over encoding/json's Decoder.Token

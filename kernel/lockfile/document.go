@@ -65,14 +65,6 @@ type Document struct {
 	Root *Value
 }
 
-// New returns an empty lockfile: lockfile_version, no packages.
-func New() *Document {
-	return &Document{Root: Obj(
-		Member{FieldLockfileVersion, Str(Version)},
-		Member{FieldPackages, Obj()},
-	)}
-}
-
 // Parse parses a lockfile strictly: one JSON object without duplicate keys
 // at any level, valid UTF-8 without lone surrogate escapes, nothing after
 // it, and the members agentnode reads of the right JSON type
@@ -179,9 +171,6 @@ func (d *Document) Packages() *Value { return d.Root.Get(FieldPackages) }
 
 // Entry returns the entry of slug, or nil.
 func (d *Document) Entry(slug string) *Value { return d.Packages().Get(slug) }
-
-// Marshal returns the lockfile's on-disk form (Indented).
-func (d *Document) Marshal() []byte { return Indented(d.Root) }
 
 // stringField returns the string value of field in v, "" if absent, null
 // or not a string.

@@ -1,4 +1,4 @@
-package lockfile
+package lockfile_test
 
 // The seal key tests use a real OS keychain: run them with
 //
@@ -8,20 +8,18 @@ package lockfile
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
+	. "github.com/agentnode/agentnode/kernel/lockfile"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/specs"
 )
 
@@ -69,53 +67,10 @@ func TestSchema(t *testing.T) {
 	}
 }
 
-func requireKeyring(t *testing.T) { keychaintest.Require(t) }
-
-func TestSealKeyInKeychain(t *testing.T) {
-	requireKeyring(t)
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	saved := keychainService
-	keychainService = "agentnode-lock-seal-test-" + hex.EncodeToString(b)
-	scope, _ := keyCacheScope()
-	t.Cleanup(func() {
-		_ = keychain.Delete(keychainService, KeychainUser)
-		forgetCachedKeys(scope, "")
-		keychainService = saved
-	})
-	if _, err := LoadKey(); !errors.Is(err, keychain.ErrNotFound) {
-		t.Fatalf("no key yet: %v", err)
-	}
-	k1, err := LoadOrCreateKey()
-	if err != nil || len(k1) != KeySize {
-		t.Fatalf("create: %v (%d bytes)", err, len(k1))
-	}
-	k2, err := LoadKey()
-	if err != nil || !bytes.Equal(k1, k2) {
-		t.Fatalf("load: %v", err)
-	}
-	k3, err := LoadOrCreateKey()
-	if err != nil || !bytes.Equal(k1, k3) {
-		t.Fatalf("second LoadOrCreateKey made a new key: %v", err)
-	}
-	// A corrupted secret is refused without repeating it.
-	if err := keychain.Set(keychainService, KeychainUser, marker); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadKey(); err == nil || strings.Contains(err.Error(), "SECRET") {
-		t.Fatalf("corrupt key: %v", err)
-	}
-	if _, err := LoadOrCreateKey(); err == nil {
-		t.Fatal("a corrupt key was replaced")
-	}
-}
-
 // bigLockfile is a sealed lockfile of n install-like entries.
 func bigLockfile(b testing.TB, n int) []byte {
 	b.Helper()
-	d := New()
+	d := lockedit.New()
 	for i := range n {
 		e := mustValue(b, fmt.Sprintf(`{"version":"1.%d.0","package_type":"toolpack","runtime":"exec","entrypoint":"bin/tool",
 "artifact_hash":"sha256:%064x","publisher_slug":"publisher-%d",
@@ -123,12 +78,12 @@ func bigLockfile(b testing.TB, n int) []byte {
 {"name":"fetch","description":"Fetch a thing","entrypoint":"bin/tool","input_schema":{"type":"object"}}],
 "permissions":{"network":{"level":"restricted","allowed_domains":["api.example.com"]},"filesystem":{"level":"none"},"code_execution":{"level":"none"}},
 "installed_at":"2026-01-02T03:04:05Z","trust_level":"verified","source":"local","install_path":"/home/u/.agentnode/packages/pkg-%d/content"}`, i, i, i, i))
-		e.Set(FieldIntegrity, Integrity(e))
+		e.Set(FieldIntegrity, lockedit.Integrity(e))
 		d.Packages().Set(fmt.Sprintf("pkg-%05d", i), e)
 	}
-	d.Root.Set(FieldStructureDigest, StructureDigest(d))
-	d.Seal(vectorKey())
-	return d.Marshal()
+	d.Root.Set(FieldStructureDigest, lockedit.StructureDigest(d))
+	lockedit.Seal(d, vectorKey())
+	return lockedit.Marshal(d)
 }
 
 // BenchmarkVerify1000 is `lock verify` of a 1,000-entry lockfile minus the

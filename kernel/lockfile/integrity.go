@@ -16,19 +16,6 @@ const (
 	StructureKind = "agentnode.lock.structure"
 )
 
-// SelectCanonicalVersion is the canonical_version AgentNode seals an entry
-// with: 3 if publisher_slug is a non-blank string, else 2 if _signatures is
-// a non-empty object, else 1.
-func SelectCanonicalVersion(entry *Value) int {
-	if p := entry.Get("publisher_slug"); p != nil && p.Kind == String && strings.TrimSpace(p.Str) != "" {
-		return 3
-	}
-	if s := entry.Get("_signatures"); s != nil && s.Kind == Object && len(s.Obj) > 0 {
-		return 2
-	}
-	return 1
-}
-
 // CanonicalEntry returns the object _integrity hashes for entry in
 // canonical_version v: the canonical fields of v that are present and not
 // null. It returns nil for an unknown v.
@@ -54,18 +41,6 @@ func EntryHash(entry *Value, v int) (hash string, ok bool) {
 		return "", false
 	}
 	return sha256Hex(Canonical(c)), true
-}
-
-// Integrity computes a fresh _integrity for entry with the canonical
-// version SelectCanonicalVersion picks.
-func Integrity(entry *Value) *Value {
-	v := SelectCanonicalVersion(entry)
-	h, _ := EntryHash(entry, v)
-	return Obj(
-		Member{"algorithm", Str(AlgorithmSHA256)},
-		Member{"canonical_version", Int(v)},
-		Member{"hash", Str(h)},
-	)
 }
 
 // StructureInput is the document structure_digest hashes:
@@ -101,15 +76,6 @@ func StructureInput(d *Document) *Value {
 
 // StructureHash is the hex SHA-256 of the canonical JSON of StructureInput.
 func StructureHash(d *Document) string { return sha256Hex(Canonical(StructureInput(d))) }
-
-// StructureDigest computes a fresh structure_digest.
-func StructureDigest(d *Document) *Value {
-	return Obj(
-		Member{"algorithm", Str(AlgorithmSHA256)},
-		Member{"canonicalization_version", Int(StructureCanonicalization)},
-		Member{"hash", Str(StructureHash(d))},
-	)
-}
 
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)

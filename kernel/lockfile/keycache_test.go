@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
+	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 )
 
 func randomKey(t *testing.T) []byte {
@@ -163,7 +164,7 @@ func TestKeyCacheRevokedEntry(t *testing.T) {
 // the keychain is read again; a read of the keychain replaces the cached
 // key of that keychain, and a keychain without a key empties it.
 func TestKeyCacheFollowsKeychain(t *testing.T) {
-	requireKeyring(t)
+	keychaintest.Require(t)
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -214,5 +215,46 @@ func TestKeyCacheFollowsKeychain(t *testing.T) {
 	}
 	if _, err := LoadKeyFor(KeyID(k2)); !errors.Is(err, keychain.ErrNotFound) {
 		t.Fatalf("LoadKeyFor after the keychain lost its key: %v", err)
+	}
+}
+
+func TestSealKeyInKeychain(t *testing.T) {
+	keychaintest.Require(t)
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	saved := keychainService
+	keychainService = "agentnode-lock-seal-test-" + hex.EncodeToString(b)
+	scope, _ := keyCacheScope()
+	t.Cleanup(func() {
+		_ = keychain.Delete(keychainService, KeychainUser)
+		forgetCachedKeys(scope, "")
+		keychainService = saved
+	})
+	if _, err := LoadKey(); !errors.Is(err, keychain.ErrNotFound) {
+		t.Fatalf("no key yet: %v", err)
+	}
+	k1, err := LoadOrCreateKey()
+	if err != nil || len(k1) != KeySize {
+		t.Fatalf("create: %v (%d bytes)", err, len(k1))
+	}
+	k2, err := LoadKey()
+	if err != nil || !bytes.Equal(k1, k2) {
+		t.Fatalf("load: %v", err)
+	}
+	k3, err := LoadOrCreateKey()
+	if err != nil || !bytes.Equal(k1, k3) {
+		t.Fatalf("second LoadOrCreateKey made a new key: %v", err)
+	}
+	// A corrupted secret is refused without repeating it.
+	if err := keychain.Set(keychainService, KeychainUser, "sk-live-SECRETMARKER42"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(); err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("corrupt key: %v", err)
+	}
+	if _, err := LoadOrCreateKey(); err == nil {
+		t.Fatal("a corrupt key was replaced")
 	}
 }

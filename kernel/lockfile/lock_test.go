@@ -1,4 +1,4 @@
-package lockfile
+package lockfile_test
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
+	. "github.com/agentnode/agentnode/kernel/lockfile"
 )
 
 // fullEntry has a value for every V3 canonical field and every mutable
@@ -16,7 +19,7 @@ import (
 func fullEntry(t *testing.T) *Value {
 	t.Helper()
 	e := Obj()
-	for _, f := range canonicalV3 {
+	for _, f := range CanonicalFields(3) {
 		var v *Value
 		switch f {
 		case "_signatures":
@@ -34,7 +37,7 @@ func fullEntry(t *testing.T) *Value {
 		}
 		e.Set(f, v)
 	}
-	for _, f := range mutableFields {
+	for _, f := range MutableFields {
 		e.Set(f, Str("mutable-"+f))
 	}
 	return e
@@ -67,10 +70,10 @@ func sealedDoc(t *testing.T, e *Value, v int) *Document {
 		t.Fatal("unknown version")
 	}
 	e.Set(FieldIntegrity, Obj(Member{"algorithm", Str("sha256")}, Member{"canonical_version", Int(v)}, Member{"hash", Str(h)}))
-	d := New()
+	d := lockedit.New()
 	d.Packages().Set("pkg-one", e)
-	d.Root.Set(FieldStructureDigest, StructureDigest(d))
-	d.Seal(vectorKey())
+	d.Root.Set(FieldStructureDigest, lockedit.StructureDigest(d))
+	lockedit.Seal(d, vectorKey())
 	assertAllVerified(t, d.Verify(keyOf(vectorKey())))
 	return d
 }
@@ -89,7 +92,7 @@ func entryStatus(r *Report, slug string) Status {
 // field outside the version does not break _integrity.
 func TestEveryCanonicalFieldBreaksIntegrity(t *testing.T) {
 	for v := 1; v <= 3; v++ {
-		for _, f := range canonicalV3 {
+		for _, f := range CanonicalFields(3) {
 			for _, how := range []string{"change", "remove", "null"} {
 				t.Run(fmt.Sprintf("V%d/%s/%s", v, f, how), func(t *testing.T) {
 					d := sealedDoc(t, fullEntry(t), v)
@@ -140,7 +143,7 @@ func TestNumberLiteralIsCanonical(t *testing.T) {
 // Mutable fields are outside _integrity: only the keyed seal catches a
 // change to them.
 func TestMutableFieldsOnlyBreakTheSeal(t *testing.T) {
-	for _, f := range mutableFields {
+	for _, f := range MutableFields {
 		t.Run(f, func(t *testing.T) {
 			d := sealedDoc(t, fullEntry(t), 3)
 			d.Entry("pkg-one").Set(f, Str("tampered"))
@@ -151,7 +154,7 @@ func TestMutableFieldsOnlyBreakTheSeal(t *testing.T) {
 			if r.Seal.Status != Mismatch {
 				t.Fatalf("seal %s", r.Seal.Status)
 			}
-			if p, _ := r.Problems(false); len(p) != 1 || !strings.Contains(p[0], "seal") {
+			if p, _ := lockedit.Problems(r, false); len(p) != 1 || !strings.Contains(p[0], "seal") {
 				t.Fatalf("problems %q", p)
 			}
 		})
@@ -164,8 +167,8 @@ func TestPromotedTrustLevelCaughtOnlyBySeal(t *testing.T) {
 	d, _ := vectorDoc(t)
 	e := d.Entry("legacy-pack")
 	e.Set("trust_level", Str("curated"))
-	e.Set(FieldIntegrity, Integrity(e))
-	d.Root.Set(FieldStructureDigest, StructureDigest(d))
+	e.Set(FieldIntegrity, lockedit.Integrity(e))
+	d.Root.Set(FieldStructureDigest, lockedit.StructureDigest(d))
 	r := d.Verify(keyOf(vectorKey()))
 	for _, er := range r.Entries {
 		if er.Status != Verified {
@@ -178,7 +181,7 @@ func TestPromotedTrustLevelCaughtOnlyBySeal(t *testing.T) {
 	if r.Seal.Status != Mismatch {
 		t.Fatalf("seal %s: the promotion went unnoticed", r.Seal.Status)
 	}
-	if p, _ := r.Problems(false); len(p) == 0 {
+	if p, _ := lockedit.Problems(r, false); len(p) == 0 {
 		t.Fatal("no problem reported")
 	}
 	// Without the key the seal cannot be checked: a warning, a problem
@@ -187,10 +190,10 @@ func TestPromotedTrustLevelCaughtOnlyBySeal(t *testing.T) {
 	if r.Seal.Status != Unverifiable {
 		t.Fatalf("seal without key: %s", r.Seal.Status)
 	}
-	if p, w := r.Problems(false); len(p) != 0 || len(w) != 1 {
+	if p, w := lockedit.Problems(r, false); len(p) != 0 || len(w) != 1 {
 		t.Fatalf("normal: problems %q warnings %q", p, w)
 	}
-	if p, _ := r.Problems(true); len(p) != 1 {
+	if p, _ := lockedit.Problems(r, true); len(p) != 1 {
 		t.Fatalf("strict: problems %q", p)
 	}
 	// Another machine's key: mismatch.
@@ -209,7 +212,7 @@ func TestEntryAddedRemovedTransplanted(t *testing.T) {
 		{"added", func(d *Document) {
 			e := clone(t, d.Entry("legacy-pack"))
 			e.Set("version", Str("9.9.9"))
-			e.Set(FieldIntegrity, Integrity(e))
+			e.Set(FieldIntegrity, lockedit.Integrity(e))
 			d.Packages().Set("new-pack", e)
 		}},
 		{"removed", func(d *Document) { d.Packages().Delete("legacy-pack") }},
@@ -242,7 +245,7 @@ func TestEntryAddedRemovedTransplanted(t *testing.T) {
 			}
 			// The attacker recomputes the unkeyed structure digest too:
 			// only the seal is left to catch it.
-			d.Root.Set(FieldStructureDigest, StructureDigest(d))
+			d.Root.Set(FieldStructureDigest, lockedit.StructureDigest(d))
 			r = d.Verify(keyOf(vectorKey()))
 			if r.Structure.Status != Verified || r.Seal.Status != Mismatch {
 				t.Fatalf("after recomputing: structure %s, seal %s", r.Structure.Status, r.Seal.Status)
@@ -292,8 +295,8 @@ func TestUnsupportedAndInvalid(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("%s status %s, want %s", c.part, got, c.want)
 			}
-			normal, warnings := r.Problems(false)
-			strict, _ := r.Problems(true)
+			normal, warnings := lockedit.Problems(r, false)
+			strict, _ := lockedit.Problems(r, true)
 			if len(strict) == 0 {
 				t.Fatal("strict mode found no problem")
 			}

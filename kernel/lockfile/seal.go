@@ -66,16 +66,6 @@ func MAC(key, msg []byte) string {
 // MACEqual compares two hex MACs in constant time.
 func MACEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
 
-// Seal sets d's _agentnode_seal for key (replacing one that is there).
-// Call it after the last change to d.
-func (d *Document) Seal(key []byte) {
-	d.Root.Set(FieldSeal, Obj(
-		Member{"algorithm", Str(AlgorithmSeal)},
-		Member{"key_id", Str(KeyID(key))},
-		Member{"hash", Str(SealHash(d, key))},
-	))
-}
-
 // Sealed reports whether d carries a seal member.
 func (d *Document) Sealed() bool { return d.Root.Get(FieldSeal) != nil }
 

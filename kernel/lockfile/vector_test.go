@@ -1,4 +1,4 @@
-package lockfile
+package lockfile_test
 
 import (
 	"bytes"
@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentnode/agentnode/cmd/agentnode/lockedit"
+	. "github.com/agentnode/agentnode/kernel/lockfile"
 )
 
 // vectorKey is the seal key of the test vector: bytes 0x00..0x1f.
@@ -77,7 +80,7 @@ func TestVectorInSpec(t *testing.T) {
 	}
 	// Our on-disk form of the document is byte for byte the vector
 	// (which Python's json.dump(indent=2, ensure_ascii=False) wrote).
-	if got := d.Marshal(); !bytes.Equal(got, data) {
+	if got := lockedit.Marshal(d); !bytes.Equal(got, data) {
 		t.Fatalf("Marshal differs from the vector:\n%s", got)
 	}
 	if h, _ := EntryHash(d.Entry("hello-tools"), 3); h != vecHello {
@@ -86,10 +89,10 @@ func TestVectorInSpec(t *testing.T) {
 	if h, _ := EntryHash(d.Entry("legacy-pack"), 1); h != vecLegacy {
 		t.Errorf("legacy-pack hash %s, want %s", h, vecLegacy)
 	}
-	if got := SelectCanonicalVersion(d.Entry("hello-tools")); got != 3 {
+	if got := lockedit.SelectCanonicalVersion(d.Entry("hello-tools")); got != 3 {
 		t.Errorf("hello-tools canonical version %d, want 3", got)
 	}
-	if got := SelectCanonicalVersion(d.Entry("legacy-pack")); got != 1 {
+	if got := lockedit.SelectCanonicalVersion(d.Entry("legacy-pack")); got != 1 {
 		t.Errorf("legacy-pack canonical version %d, want 1", got)
 	}
 	canon := specBlock(t, "hello-tools-canonical")
@@ -110,8 +113,8 @@ func TestVectorInSpec(t *testing.T) {
 
 	// Sealing the document again reproduces the stored seal exactly.
 	d.Root.Delete(FieldSeal)
-	d.Seal(vectorKey())
-	if got := d.Marshal(); !bytes.Equal(got, data) {
+	lockedit.Seal(d, vectorKey())
+	if got := lockedit.Marshal(d); !bytes.Equal(got, data) {
 		t.Fatalf("re-sealed document differs from the vector:\n%s", got)
 	}
 }
@@ -129,7 +132,7 @@ func assertAllVerified(t *testing.T, r *Report) {
 	if r.Seal.Status != Verified {
 		t.Errorf("seal: %s (%s)", r.Seal.Status, r.Seal.Detail)
 	}
-	if p, w := r.Problems(true); len(p)+len(w) > 0 {
+	if p, w := lockedit.Problems(r, true); len(p)+len(w) > 0 {
 		t.Errorf("problems %q, warnings %q", p, w)
 	}
 }

@@ -149,30 +149,6 @@ func (d *Document) verifySeal(key KeyFunc) PartReport {
 	return PartReport{Status: Verified, KeyID: id.Str}
 }
 
-// Problems sorts the report's findings into problems (verify exits 1) and
-// warnings. Normal mode: mismatch, invalid and unsupported are problems;
-// missing and unverifiable are warnings. Strict mode: anything not
-// verified is a problem, including a missing seal.
-func (r *Report) Problems(strict bool) (problems, warnings []string) {
-	add := func(st Status, what, detail string) {
-		if st == Verified {
-			return
-		}
-		msg := fmt.Sprintf("%s: %s (%s)", what, st, detail)
-		if strict || (st != Missing && st != Unverifiable) {
-			problems = append(problems, msg)
-		} else {
-			warnings = append(warnings, msg)
-		}
-	}
-	for _, e := range r.Entries {
-		add(e.Status, "package "+e.Slug, e.Detail)
-	}
-	add(r.Structure.Status, "structure_digest", r.Structure.Detail)
-	add(r.Seal.Status, "seal", r.Seal.Detail)
-	return problems, warnings
-}
-
 // Counts returns how many entries have each status.
 func (r *Report) Counts() map[Status]int {
 	c := map[Status]int{}

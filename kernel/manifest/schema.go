@@ -17,6 +17,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/editdist"
 	"github.com/agentnode/agentnode/specs"
 )
 
@@ -246,36 +247,9 @@ func suggest(name string, known []string) string {
 	}
 	best, bestD := "", limit+1
 	for _, k := range known {
-		if d := editDistance(name, k); d < bestD {
+		if d := editdist.Distance(name, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the optimal-string-alignment distance between a and b:
-// insertions, deletions, substitutions and transpositions of adjacent bytes
-// each count 1.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -49,19 +49,19 @@ func TestCorruptStateDeniesAndIsLeftAlone(t *testing.T) {
 		want   string
 	}{
 		{"not a bbolt file", func(t *testing.T, s *Store) {
-			writeFile(t, s.Path(), bytes.Repeat([]byte("this is not a database\n"), 1000))
+			writeFile(t, s.path, bytes.Repeat([]byte("this is not a database\n"), 1000))
 		}, "invalid database"},
 		{"empty file", func(t *testing.T, s *Store) {
-			writeFile(t, s.Path(), nil)
+			writeFile(t, s.path, nil)
 		}, "empty"},
 		{"truncated", func(t *testing.T, s *Store) {
-			fi, _ := os.Stat(s.Path())
-			if err := os.Truncate(s.Path(), fi.Size()/2); err != nil {
+			fi, _ := os.Stat(s.path)
+			if err := os.Truncate(s.path, fi.Size()/2); err != nil {
 				t.Fatal(err)
 			}
 		}, ""},
 		{"a window's byte flipped on disk", func(t *testing.T, s *Store) {
-			b, err := os.ReadFile(s.Path())
+			b, err := os.ReadFile(s.path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,42 +80,42 @@ func TestCorruptStateDeniesAndIsLeftAlone(t *testing.T) {
 			if n == 0 {
 				t.Fatal("window not found in the file")
 			}
-			writeFile(t, s.Path(), b)
+			writeFile(t, s.path, b)
 		}, "checksum mismatch"},
 		{"a window of the wrong length", func(t *testing.T, s *Store) {
-			rewriteBolt(t, s.Path(), func(tx *bolt.Tx) error {
+			rewriteBolt(t, s.path, func(tx *bolt.Tx) error {
 				return tx.Bucket(windowsBucket).Put([]byte("other-pack"), []byte("short"))
 			})
 		}, `window of "other-pack"`},
 		{"a window moved to another package", func(t *testing.T, s *Store) {
 			v := encodeWindow("acme-pack", []int64{1, 2})
-			rewriteBolt(t, s.Path(), func(tx *bolt.Tx) error {
+			rewriteBolt(t, s.path, func(tx *bolt.Tx) error {
 				return tx.Bucket(windowsBucket).Put([]byte("other-pack"), v)
 			})
 		}, "checksum mismatch"},
 		{"timestamps out of order", func(t *testing.T, s *Store) {
 			v := encodeWindow("other-pack", []int64{5, 3})
-			rewriteBolt(t, s.Path(), func(tx *bolt.Tx) error {
+			rewriteBolt(t, s.path, func(tx *bolt.Tx) error {
 				return tx.Bucket(windowsBucket).Put([]byte("other-pack"), v)
 			})
 		}, "out of order"},
 		{"another program's bbolt file", func(t *testing.T, s *Store) {
-			rewriteBolt(t, s.Path(), func(tx *bolt.Tx) error { return tx.DeleteBucket(metaBucket) })
+			rewriteBolt(t, s.path, func(tx *bolt.Tx) error { return tx.DeleteBucket(metaBucket) })
 		}, "no format marker"},
 		{"unknown format", func(t *testing.T, s *Store) {
-			rewriteBolt(t, s.Path(), func(tx *bolt.Tx) error {
+			rewriteBolt(t, s.path, func(tx *bolt.Tx) error {
 				return tx.Bucket(metaBucket).Put(formatKey, []byte("agentnode-ratelimit/99"))
 			})
 		}, "unknown format"},
 		{"windows bucket missing", func(t *testing.T, s *Store) {
-			rewriteBolt(t, s.Path(), func(tx *bolt.Tx) error { return tx.DeleteBucket(windowsBucket) })
+			rewriteBolt(t, s.path, func(tx *bolt.Tx) error { return tx.DeleteBucket(windowsBucket) })
 		}, "no windows bucket"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := validFile(t)
 			c.damage(t, s)
-			before, err := os.ReadFile(s.Path())
+			before, err := os.ReadFile(s.path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,11 +125,11 @@ func TestCorruptStateDeniesAndIsLeftAlone(t *testing.T) {
 					t.Fatalf("%s on a damaged file: %v", name, err)
 				}
 				msg := err.Error()
-				if !strings.Contains(msg, c.want) || !strings.Contains(msg, s.Path()) || !strings.Contains(msg, "rm "+s.Path()) {
+				if !strings.Contains(msg, c.want) || !strings.Contains(msg, s.path) || !strings.Contains(msg, "rm "+s.path) {
 					t.Fatalf("%s: message %q should name the damage (%q), the file and how to reset it", name, msg, c.want)
 				}
 			}
-			after, err := os.ReadFile(s.Path())
+			after, err := os.ReadFile(s.path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func TestCorruptStateDeniesAndIsLeftAlone(t *testing.T) {
 				t.Fatal("the damaged state file was changed")
 			}
 			// Removing it explicitly is the way back.
-			if err := os.Remove(s.Path()); err != nil {
+			if err := os.Remove(s.path); err != nil {
 				t.Fatal(err)
 			}
 			admitN(t, s, "acme-pack", Toolpack, 1)
@@ -148,22 +148,22 @@ func TestCorruptStateDeniesAndIsLeftAlone(t *testing.T) {
 func TestUnreadableStateDenies(t *testing.T) {
 	t.Run("state file is a directory", func(t *testing.T) {
 		s, _ := newStore(t)
-		if err := os.MkdirAll(s.Path(), 0o700); err != nil {
+		if err := os.MkdirAll(s.path, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		for name, call := range map[string]func(context.Context, string, Limit) error{"Admit": s.Admit, "Check": s.Check} {
 			err := call(context.Background(), "acme-pack", Toolpack)
-			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, reason.ErrRateLimited) || !strings.Contains(err.Error(), s.Path()) {
+			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, reason.ErrRateLimited) || !strings.Contains(err.Error(), s.path) {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
-		if fi, err := os.Stat(s.Path()); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(s.path); err != nil || !fi.IsDir() {
 			t.Fatal("the directory in the state file's place was touched")
 		}
 	})
 	t.Run("state directory is a file", func(t *testing.T) {
 		s, _ := newStore(t)
-		writeFile(t, filepath.Dir(s.Path()), []byte("x"))
+		writeFile(t, filepath.Dir(s.path), []byte("x"))
 		err := s.Admit(context.Background(), "acme-pack", Toolpack)
 		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, reason.ErrRateLimited) {
 			t.Fatalf("err = %v", err)
@@ -171,17 +171,17 @@ func TestUnreadableStateDenies(t *testing.T) {
 	})
 	t.Run("state file is a dangling symlink", func(t *testing.T) {
 		s, _ := newStore(t)
-		if err := os.MkdirAll(filepath.Dir(s.Path()), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink("/nonexistent/elsewhere", s.Path()); err != nil {
+		if err := os.Symlink("/nonexistent/elsewhere", s.path); err != nil {
 			t.Fatal(err)
 		}
 		err := s.Admit(context.Background(), "acme-pack", Toolpack)
 		if err == nil || !errors.Is(err, reason.ErrRateLimited) {
 			t.Fatalf("err = %v", err)
 		}
-		if _, err := os.Lstat(s.Path()); err != nil {
+		if _, err := os.Lstat(s.path); err != nil {
 			t.Fatal("the symlink was replaced")
 		}
 	})

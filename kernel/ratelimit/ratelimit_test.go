@@ -61,7 +61,7 @@ func wantExceeded(t *testing.T, err error, want string) {
 // stored returns pkg's recorded timestamps, read from the file directly.
 func stored(t *testing.T, s *Store, pkg string) []int64 {
 	t.Helper()
-	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestBadLimitIsConfigInvalid(t *testing.T) {
 	if !errors.Is(err, reason.ErrConfigInvalid) || !strings.Contains(err.Error(), "per_minute") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(s.path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a refused call created the state file")
 	}
 }
@@ -234,17 +234,17 @@ func TestCheckRecordsNothing(t *testing.T) {
 	if err := s.Check(context.Background(), "acme-pack", lim); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Dir(s.Path())); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Dir(s.path)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("Check created the state directory")
 	}
 	admitN(t, s, "acme-pack", lim, 1)
-	before, _ := os.ReadFile(s.Path())
+	before, _ := os.ReadFile(s.path)
 	for range 5 {
 		if err := s.Check(context.Background(), "acme-pack", lim); err != nil {
 			t.Fatal(err)
 		}
 	}
-	after, _ := os.ReadFile(s.Path())
+	after, _ := os.ReadFile(s.path)
 	if !bytes.Equal(before, after) {
 		t.Fatal("Check changed the state file")
 	}
@@ -270,18 +270,18 @@ func TestClockSteppedBack(t *testing.T) {
 func TestCreatesPrivateFileAtomically(t *testing.T) {
 	s, _ := newStore(t)
 	admitN(t, s, "acme-pack", Toolpack, 1)
-	fi, err := os.Stat(s.Path())
+	fi, err := os.Stat(s.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("state file mode %v, want 0600", fi.Mode().Perm())
 	}
-	di, _ := os.Stat(filepath.Dir(s.Path()))
+	di, _ := os.Stat(filepath.Dir(s.path))
 	if di.Mode().Perm() != 0o700 {
 		t.Fatalf("state dir mode %v, want 0700", di.Mode().Perm())
 	}
-	entries, _ := os.ReadDir(filepath.Dir(s.Path()))
+	entries, _ := os.ReadDir(filepath.Dir(s.path))
 	if len(entries) != 1 {
 		t.Fatalf("state dir holds %d entries, want only the state file", len(entries))
 	}
@@ -290,7 +290,7 @@ func TestCreatesPrivateFileAtomically(t *testing.T) {
 func TestLockedFileDeniesAfterTimeout(t *testing.T) {
 	s, _ := newStore(t)
 	admitN(t, s, "acme-pack", Toolpack, 1)
-	held, err := bolt.Open(s.Path(), 0o600, &bolt.Options{Timeout: time.Second})
+	held, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,9 +81,6 @@ func New(path string, opts Options) *Store {
 	return s
 }
 
-// Path is the state file.
-func (s *Store) Path() string { return s.path }
-
 // Admit decides one call of pkg under lim and, if every window has room,
 // records it — both in one transaction under the file's exclusive lock.
 // It returns nil when the call is admitted, an error wrapping ErrExceeded

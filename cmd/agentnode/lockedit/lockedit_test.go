@@ -76,7 +76,7 @@ func entryStatus(r *lockfile.Report, slug string) lockfile.Status {
 
 func assertAllVerified(t *testing.T, r *lockfile.Report) {
 	t.Helper()
-	if p, w := r.Problems(true); len(p)+len(w) > 0 {
+	if p, w := Problems(r, true); len(p)+len(w) > 0 {
 		t.Errorf("problems %q, warnings %q", p, w)
 	}
 }
@@ -85,11 +85,11 @@ func assertAllVerified(t *testing.T, r *lockfile.Report) {
 // with the vector key.
 func sealedDoc(t *testing.T, e *lockfile.Value) *lockfile.Document {
 	t.Helper()
-	e.Set(lockfile.FieldIntegrity, lockfile.Integrity(e))
-	d := lockfile.New()
+	e.Set(lockfile.FieldIntegrity, Integrity(e))
+	d := New()
 	d.Packages().Set("pkg-one", e)
-	d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
-	d.Seal(vectorKey())
+	d.Root.Set(lockfile.FieldStructureDigest, StructureDigest(d))
+	Seal(d, vectorKey())
 	assertAllVerified(t, d.Verify(keyOf(vectorKey())))
 	return d
 }
@@ -209,7 +209,7 @@ func TestEntryFor(t *testing.T) {
 	if perms, shape, ok, err := EntryPermissions(e); err != nil || !ok || shape != ShapeFlat || perms.Filesystem != "temp" {
 		t.Fatalf("EntryPermissions = %+v, %s, %v, %v", perms, shape, ok, err)
 	}
-	if lockfile.SelectCanonicalVersion(e) != 3 {
+	if SelectCanonicalVersion(e) != 3 {
 		t.Fatal("install entries are canonical_version 3")
 	}
 	// Into a lockfile, and the result is valid by the JSON Schema.
@@ -276,13 +276,13 @@ func TestUpdaterPutRemove(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640 kept", fi.Mode().Perm())
 	}
-	if lockfile.SelectCanonicalVersion(d.Entry("one-pack")) != 3 || entryStatus(d.Verify(nil), "one-pack") != lockfile.Verified {
+	if SelectCanonicalVersion(d.Entry("one-pack")) != 3 || entryStatus(d.Verify(nil), "one-pack") != lockfile.Verified {
 		t.Error("new entry not sealed at V3")
 	}
 	// A re-install keeps a trust_level cap the entry had.
 	d.Entry("one-pack").Set("trust_level", lockfile.Str("unverified"))
 	d.Root.Delete(lockfile.FieldSeal)
-	d.Seal(vectorKey())
+	Seal(d, vectorKey())
 	if err := WriteFile(path, d); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestUpdaterPutRemove(t *testing.T) {
 	// Replacing an entry whose _integrity was tampered with is allowed.
 	d.Entry("one-pack").Set("version", lockfile.Str("6.6.6"))
 	d.Root.Delete(lockfile.FieldSeal)
-	d.Seal(vectorKey())
+	Seal(d, vectorKey())
 	if err := WriteFile(path, d); err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestUpdaterRefusesBeforeChanging(t *testing.T) {
 			if c.mutate != nil {
 				d, _ := lockfile.Parse(data)
 				c.mutate(d)
-				content = d.Marshal()
+				content = Marshal(d)
 			}
 			if c.raw != nil {
 				content = c.raw
@@ -404,8 +404,8 @@ func TestDepsHashOnlyBreaksTheSeal(t *testing.T) {
 	d := sealedDoc(t, e)
 	e = d.Entry("pkg-one")
 	e.Set(lockfile.FieldDepsHash, lockfile.Str("sha256:"+strings.Repeat("34", 32)))
-	e.Set(lockfile.FieldIntegrity, lockfile.Integrity(e))
-	d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
+	e.Set(lockfile.FieldIntegrity, Integrity(e))
+	d.Root.Set(lockfile.FieldStructureDigest, StructureDigest(d))
 	r := d.Verify(keyOf(vectorKey()))
 	if entryStatus(r, "pkg-one") != lockfile.Verified || r.Structure.Status != lockfile.Verified {
 		t.Fatalf("integrity/structure: %s/%s", entryStatus(r, "pkg-one"), r.Structure.Status)
@@ -437,11 +437,11 @@ func TestUpdateKeepsSDKEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range d.Packages().Obj {
-		m.Value.Set(lockfile.FieldIntegrity, lockfile.Integrity(m.Value))
+		m.Value.Set(lockfile.FieldIntegrity, Integrity(m.Value))
 	}
-	d.Root.Set("structure_digest", lockfile.StructureDigest(d))
-	d.Seal(vectorKey())
-	if err := os.WriteFile(path, d.Marshal(), 0o600); err != nil {
+	d.Root.Set("structure_digest", StructureDigest(d))
+	Seal(d, vectorKey())
+	if err := os.WriteFile(path, Marshal(d), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	before := lockfile.Indented(d.Entry("word-counter-pack"))
@@ -553,7 +553,7 @@ func TestEntryForMCPServer(t *testing.T) {
 		t.Errorf("unexpected fields in %s", lockfile.Canonical(e))
 	}
 	// Every preinstall field is hashed.
-	c := string(lockfile.Canonical(lockfile.CanonicalEntry(e, lockfile.SelectCanonicalVersion(e))))
+	c := string(lockfile.Canonical(lockfile.CanonicalEntry(e, SelectCanonicalVersion(e))))
 	for _, k := range []string{"mcp_preinstalled", "mcp_preinstall", "mcp_preinstall_command"} {
 		if !strings.Contains(c, `"`+k+`":`) {
 			t.Errorf("%s is not in the hashed fields: %s", k, c)

@@ -26,7 +26,7 @@ func WriteFile(path string, d *lockfile.Document) error {
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
 	}
-	if err := atomicfile.WriteFile(path, d.Marshal(), mode); err != nil {
+	if err := atomicfile.WriteFile(path, Marshal(d), mode); err != nil {
 		return fmt.Errorf("write lockfile %s: %w", path, err)
 	}
 	return nil
@@ -74,7 +74,7 @@ func (u *Updater) Put(slug string, entry *lockfile.Value) error {
 			}
 		}
 		e.Delete(lockfile.FieldIntegrity)
-		e.Set(lockfile.FieldIntegrity, lockfile.Integrity(e))
+		e.Set(lockfile.FieldIntegrity, Integrity(e))
 		d.Packages().Set(slug, e)
 		return true
 	})
@@ -102,7 +102,7 @@ func (u *Updater) update(slug string, change func(*lockfile.Document) bool) erro
 		return err
 	}
 	if d == nil {
-		d = lockfile.New()
+		d = New()
 	}
 	if !change(d) {
 		return nil
@@ -112,10 +112,10 @@ func (u *Updater) update(slug string, change func(*lockfile.Document) bool) erro
 		now = u.Now
 	}
 	d.Root.Set(lockfile.FieldUpdatedAt, lockfile.Str(now().UTC().Format(time.RFC3339)))
-	d.Root.Set(lockfile.FieldStructureDigest, lockfile.StructureDigest(d))
+	d.Root.Set(lockfile.FieldStructureDigest, StructureDigest(d))
 	if d.Sealed() {
 		d.Root.Delete(lockfile.FieldSeal) // re-added last, after every other member
-		d.Seal(u.key)
+		Seal(d, u.key)
 	}
 	if err := WriteFile(u.Path, d); err != nil {
 		return reason.New(reason.LockfileError, "%w", err)
@@ -156,7 +156,7 @@ func (u *Updater) load(slug string) (*lockfile.Document, error) {
 		}
 	}
 	r.Entries = kept
-	problems, _ := r.Problems(false)
+	problems, _ := Problems(r, false)
 	if len(problems) > 0 {
 		return nil, reason.New(reason.LockfileError,
 			"lockfile %s does not verify, so it was not changed: %s; check it with `agentnode lock verify`, and accept its current content with `agentnode lock seal --force`",

@@ -1,7 +1,8 @@
-package dispatch
+package main
 
 import (
 	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/ratelimit"
@@ -82,29 +83,29 @@ type RateLimits struct {
 	StateFile string `json:"state_file"`
 }
 
-// GuardPolicy loads the config (not_set_up / config_invalid like a run)
-// and returns the effective Guard policy. It runs and records nothing.
-func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
-	path := k.configPath()
-	set, err := loadSettings(path, k.Environ, k.verdicts())
+// guardPolicy is the effective Guard policy of k's config and
+// environment, built from the settings the pipeline decides with
+// (dispatch.Kernel.GuardSettings). It runs and records nothing.
+func guardPolicy(k *dispatch.Kernel) (*GuardPolicy, error) {
+	set, err := k.GuardSettings()
 	if err != nil {
 		return nil, err
 	}
 	p := &GuardPolicy{
-		Strict:         set.guardStrict,
+		Strict:         set.Strict,
 		Interactive:    k.Interactive,
 		ToolOverrides:  map[string]string{},
-		OverridesApply: !set.guardStrict,
-		Inspectors:     append([]string{}, set.inspectors...),
+		OverridesApply: !set.Strict,
+		Inspectors:     set.Inspectors,
 		MaxPermissions: MaxPermissions{
-			Network:       set.ceiling.Network,
-			Filesystem:    set.ceiling.Filesystem,
-			CodeExecution: set.ceiling.CodeExecution,
+			Network:       set.Ceiling.Network,
+			Filesystem:    set.Ceiling.Filesystem,
+			CodeExecution: set.Ceiling.CodeExecution,
 		},
 		PromptPermissions: MaxPermissions{
-			Network:       set.promptCeiling.Network,
-			Filesystem:    set.promptCeiling.Filesystem,
-			CodeExecution: set.promptCeiling.CodeExecution,
+			Network:       set.PromptCeiling.Network,
+			Filesystem:    set.PromptCeiling.Filesystem,
+			CodeExecution: set.PromptCeiling.CodeExecution,
 		},
 		RiskBands: []RiskBand{
 			{string(policy.Critical), policy.CriticalScore, "deny; nothing lifts it"},
@@ -114,26 +115,26 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 		},
 		RateLimits: RateLimits{
 			Defaults: map[string]ratelimit.Limit{
-				"toolpack": ratelimit.Resolve("toolpack", nil, set.guardStrict),
-				"agent":    ratelimit.Resolve("agent", nil, set.guardStrict),
+				"toolpack": ratelimit.Resolve("toolpack", nil, set.Strict),
+				"agent":    ratelimit.Resolve("agent", nil, set.Strict),
 			},
 			Packages:  map[string]ratelimit.Limit{},
 			StateFile: home.RateLimitPath(k.HomeDir),
 		},
 	}
 	switch {
-	case set.guardStrict && envTrue(k.Environ, "AGENTNODE_GUARD_STRICT"):
+	case set.StrictFromEnv:
 		p.StrictSource = "AGENTNODE_GUARD_STRICT"
-	case set.guardStrict:
+	case set.Strict:
 		p.StrictSource = "guard.strict"
 	}
 	for _, a := range policy.Actions {
 		ap := ActionPolicy{Action: string(a)}
 		switch {
-		case set.guardStrict:
+		case set.Strict:
 			ap.Verdict, ap.Source = string(policy.StrictPolicy[a]), "strict"
 		default:
-			v, ok := set.guardGlobal[a]
+			v, ok := set.Global[a]
 			if !ok {
 				v = policy.DefaultPolicy[a]
 			}
@@ -144,10 +145,10 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 		}
 		p.Actions = append(p.Actions, ap)
 	}
-	for tool, v := range set.overrides {
+	for tool, v := range set.ToolOverrides {
 		p.ToolOverrides[tool] = string(v)
 	}
-	for tool, m := range set.actionOverrides {
+	for tool, m := range set.ToolActionOverrides {
 		if p.ToolActionOverrides == nil {
 			p.ToolActionOverrides = map[string]map[string]string{}
 		}
@@ -156,7 +157,7 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 			p.ToolActionOverrides[tool][string(a)] = string(v)
 		}
 	}
-	for agent, as := range set.agentPreApproved {
+	for agent, as := range set.AgentPreApproved {
 		if p.AgentPreApproved == nil {
 			p.AgentPreApproved = map[string][]string{}
 		}
@@ -164,17 +165,17 @@ func (k *Kernel) GuardPolicy() (*GuardPolicy, error) {
 			p.AgentPreApproved[agent] = append(p.AgentPreApproved[agent], string(a))
 		}
 	}
-	for pkg := range set.rateLimits {
+	for _, pkg := range set.RateLimited {
 		// The package type is not known without the package: shown as a
 		// toolpack's (an entry's absent values are its type's built-in
 		// ones). The entry "default" sets the defaults of both types.
 		if pkg == config.DefaultRateLimit {
 			for _, typ := range []string{"toolpack", "agent"} {
-				p.RateLimits.Defaults[typ] = effectiveRateLimit(set, pkg, typ)
+				p.RateLimits.Defaults[typ] = set.RateLimit(pkg, typ)
 			}
 			continue
 		}
-		p.RateLimits.Packages[pkg] = effectiveRateLimit(set, pkg, "toolpack")
+		p.RateLimits.Packages[pkg] = set.RateLimit(pkg, "toolpack")
 	}
 	return p, nil
 }
