@@ -13,7 +13,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/agentnode/agentnode/kernel/termsafe"
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 )
 
 // TestAttack runs the attack suite: one script per attack in attack/*.txtar,

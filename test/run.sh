@@ -25,7 +25,7 @@ for target in \
   ./kernel/bounded:FuzzYAML ./kernel/bounded:FuzzJSONDepth \
   ./kernel/manifest:FuzzParse ./kernel/config:FuzzLoad ./kernel/lockfile:FuzzParseValue \
   ./kernel/audit:FuzzScanCanonical ./kernel/jsonstr:FuzzAppend \
-  ./kernel/toolio:FuzzCheckInput ./kernel/toolio:FuzzMessage ./kernel/toolio:FuzzDecodeResponse; do
+  ./kernel/plan:FuzzCheckInput ./executor/toolio:FuzzMessage ./executor/toolio:FuzzDecodeResponse; do
   go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-10000x}" "${target%%:*}"
 done
 exec test/keyring.sh go test -race -count=1 -timeout 30m ./... "$@"

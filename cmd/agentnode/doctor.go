@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor/confine"
 	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -18,7 +19,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/keychain"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -268,7 +268,7 @@ func checkAuditDir(dir string) error {
 // checkBackend starts the configured backend plugin and asks it whether it
 // can run the image.
 func checkBackend(homeDir, backend string, img *image.Image) error {
-	host := pluginhost.New(pluginhost.Options{HomeDir: homeDir})
+	host := pluginhost.New(pluginhost.Options{HomeDir: homeDir, LogOutput: termsafe.NewWriter(os.Stderr)})
 	defer host.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), host.CallTimeout())
 	defer cancel()

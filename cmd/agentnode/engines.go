@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/sdk/plugin"
@@ -38,7 +40,7 @@ type imageEngines struct {
 }
 
 func newImageEngines(homeDir string) *imageEngines {
-	return &imageEngines{homeDir: homeDir, host: pluginhost.New(pluginhost.Options{HomeDir: homeDir}),
+	return &imageEngines{homeDir: homeDir, host: pluginhost.New(pluginhost.Options{HomeDir: homeDir, LogOutput: termsafe.NewWriter(os.Stderr)}),
 		clients: map[string]*sandbox.Client{}}
 }
 

@@ -16,12 +16,12 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/trust/attestation"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

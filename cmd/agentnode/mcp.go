@@ -17,11 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/mcpserve"
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 func init() { register(newMCPCmd) }
@@ -78,11 +78,13 @@ func newMCPServeCmd() *cobra.Command {
 			k.Plugins.Close() // serve brings its own plugin host (mcpserve.Options.NewPlugins)
 			k.Warn = errw
 			srv := mcpserve.New(mcpserve.Options{
-				Kernel:     *k,
-				NewPlugins: func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: dir}) },
-				Version:    version,
-				Log:        errw,
-				Workspace:  workspace,
+				Kernel: *k,
+				NewPlugins: func() *pluginhost.Host {
+					return pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
+				},
+				Version:   version,
+				Log:       errw,
+				Workspace: workspace,
 			})
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

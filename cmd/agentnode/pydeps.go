@@ -14,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor/egress"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
@@ -80,7 +81,7 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 		if err != nil {
 			return nil, err
 		}
-		host = pluginhost.New(pluginhost.Options{HomeDir: dir})
+		host = pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
 		backend := cfg.Sandbox.Backend
 		client, err := host.Sandbox(ctx, backend)
 		if err != nil {

@@ -15,15 +15,15 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/bounded"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/termsafe"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 func init() { register(newRunCmd) }
@@ -71,7 +71,7 @@ func newRunCmd() *cobra.Command {
 }
 
 // readInput returns the tool input, which must be a JSON object. A file
-// (or stdin) holding more than toolio.MaxInput bytes, and a --input-file
+// (or stdin) holding more than plan.MaxInput bytes, and a --input-file
 // that is not a regular file (a FIFO, /dev/zero: read without a bound they
 // would block or grow without end), are refused with input_denied before
 // anything else is read.
@@ -79,19 +79,19 @@ func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
 	var data []byte
 	switch {
 	case file == "-":
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, toolio.MaxInput+1))
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, plan.MaxInput+1))
 		if err != nil {
 			return nil, usageError("read input from stdin: %v", err)
 		}
-		if len(b) > toolio.MaxInput {
-			return nil, reason.New(reason.InputDenied, "the input on stdin is larger than %d bytes: %w", toolio.MaxInput, toolio.ErrInputTooLarge)
+		if len(b) > plan.MaxInput {
+			return nil, reason.New(reason.InputDenied, "the input on stdin is larger than %d bytes: %w", plan.MaxInput, plan.ErrInputTooLarge)
 		}
 		data = b
 	case file != "":
-		b, err := bounded.ReadFileFollow(file, toolio.MaxInput)
+		b, err := bounded.ReadFileFollow(file, plan.MaxInput)
 		switch {
 		case errors.Is(err, bounded.ErrTooLarge):
-			return nil, reason.New(reason.InputDenied, "--input-file %s is larger than the tool input limit of %d bytes: %w", file, toolio.MaxInput, toolio.ErrInputTooLarge)
+			return nil, reason.New(reason.InputDenied, "--input-file %s is larger than the tool input limit of %d bytes: %w", file, plan.MaxInput, plan.ErrInputTooLarge)
 		case errors.Is(err, bounded.ErrNotRegular):
 			return nil, reason.New(reason.InputDenied, "--input-file must be a regular file: %w", err)
 		case err != nil:
@@ -103,8 +103,8 @@ func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
 	default:
 		data = []byte("{}")
 	}
-	if err := bounded.JSONDepth(data, toolio.MaxInputDepth); err != nil {
-		return nil, reason.New(reason.InputDenied, "the tool input is %v: %w", err, toolio.ErrInputTooDeep)
+	if err := bounded.JSONDepth(data, plan.MaxInputDepth); err != nil {
+		return nil, reason.New(reason.InputDenied, "the tool input is %v: %w", err, plan.ErrInputTooDeep)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
@@ -119,7 +119,7 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 	if err != nil {
 		return nil, nil, reason.New(reason.NotSetUp, "%w", err)
 	}
-	host := pluginhost.New(pluginhost.Options{HomeDir: dir})
+	host := pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
 	interactive := isInteractive()
 	k := &dispatch.Kernel{
 		HomeDir:     dir,
@@ -167,6 +167,13 @@ func askTTY(q string) (bool, error) {
 		return false, fmt.Errorf("open the terminal: %w", err)
 	}
 	defer tty.Close()
+	return askOn(tty, q)
+}
+
+// askOn prints q on tty and reads the answer. The kernel and the executors
+// pass the question as they built it, with text a package or a plugin
+// chose in it (an inspector's reason): it is printed escaped (termsafe.Line).
+func askOn(tty io.ReadWriter, q string) (bool, error) {
 	if _, err := fmt.Fprint(tty, termsafe.Line(q)); err != nil {
 		return false, err
 	}

@@ -18,10 +18,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // The agent protocol (specs/agent.md): the host writes the tool request

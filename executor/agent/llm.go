@@ -18,7 +18,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
 )
@@ -193,7 +192,7 @@ func (s *agentSession) callLLM(ctx context.Context, msg *agentMsg) agentReply {
 func (s *agentSession) askLLM(ctx context.Context, providerName, why string) (bool, reason.Code, string) {
 	if s.llmAnswer == nil {
 		q := fmt.Sprintf("Allow agent %s to make LLM calls with the credential of %s for this run (%s)? [y/N] ",
-			s.p.Package.ID, providerName, termsafe.Line(why))
+			s.p.Package.ID, providerName, why)
 		yes, asked, err := s.p.Services.Ask(ctx, q)
 		if !asked {
 			return false, reason.PolicyPrompt, fmt.Sprintf("approval required (%s) but agentnode is not interactive", why)

@@ -5,9 +5,9 @@ import (
 	"errors"
 
 	"github.com/agentnode/agentnode/executor/hostexec"
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"
 )
 

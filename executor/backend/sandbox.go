@@ -7,9 +7,9 @@ import (
 	"io"
 	"path"
 
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )

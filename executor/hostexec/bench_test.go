@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentnode/agentnode/kernel/toolio"
+	"github.com/agentnode/agentnode/executor/toolio"
 )
 
 // echoToolSrc is a minimal protocol tool: it answers the request line with

@@ -2,7 +2,7 @@
 // placement that host_trust_policy allows for trusted/curated tools. It is
 // not a sandbox; it bounds what a well-meaning tool can do by accident (hang,
 // flood, leave processes or files behind, read the user's secrets from the
-// environment) and speaks the tool I/O protocol of kernel/toolio over the
+// environment) and speaks the tool I/O protocol of executor/toolio over the
 // process's pipes. With Request.Confine it also confines the tool
 // (executor/confine: no capabilities, Landlock, seccomp), so that a tool gone
 // bad cannot write outside its work dir, read the user's files or open
@@ -118,8 +118,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/executor/confine"
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"
 )
 

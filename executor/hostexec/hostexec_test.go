@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // The tests run real /bin/sh tools and are deliberately not parallel: a

@@ -35,8 +35,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // Decide is the decision hook: nil allows the call; an error refuses it

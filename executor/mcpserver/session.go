@@ -12,10 +12,10 @@ import (
 
 	"github.com/agentnode/agentnode/executor/egress"
 	"github.com/agentnode/agentnode/executor/mcpproxy"
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // SessionLifetime bounds how long a kept-alive MCP server runs

@@ -1,6 +1,6 @@
 // Package toolpack is the executor of toolpack packages: it runs the
 // decided tool once on the plan's backend, speaking the tool I/O protocol
-// (kernel/toolio), and fills the outcome. A tool that ran and failed is
+// (executor/toolio), and fills the outcome. A tool that ran and failed is
 // not an error: it sets OK false and a non-zero exit code.
 package toolpack
 
@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/executor/hostexec"
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // Executor runs toolpack plans.

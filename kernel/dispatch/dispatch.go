@@ -54,7 +54,10 @@ type Kernel struct {
 	// Root is true when running as uid 0.
 	Root bool
 	// Ask asks the user a yes/no question on the TTY. nil means no prompt is
-	// possible (treated as "no").
+	// possible (treated as "no"). The question carries text the kernel did
+	// not write (a package's name, an inspector's reason) unescaped: Ask
+	// must make it safe for the terminal it prints on (cmd/agentnode's
+	// askTTY escapes it with termsafe).
 	Ask func(question string) (bool, error)
 	// Warn receives warnings (stderr). May be nil.
 	Warn io.Writer

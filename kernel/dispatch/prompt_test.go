@@ -10,7 +10,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 )
 
 func promptState(k *Kernel, why string) *state {
@@ -26,11 +25,12 @@ func promptState(k *Kernel, why string) *state {
 	}
 }
 
-// TestPromptQuestionIsTerminalSafe: a reason carrying terminal control
-// sequences (from an inspector plugin, which may quote the input) cannot
-// redraw the question: what reaches the terminal has no control or
-// invisible format characters, and still ends in [y/N].
-func TestPromptQuestionIsTerminalSafe(t *testing.T) {
+// TestPromptQuestionCarriesReason: the question names the package, tool,
+// actions and trust and carries the reason as given, ending in [y/N]; the
+// reason may hold terminal control sequences (from an inspector plugin,
+// which may quote the input), so the asker escapes the whole question
+// (cmd/agentnode: TestAskTTYEscapesQuestion).
+func TestPromptQuestionCarriesReason(t *testing.T) {
 	hostile := "inspector x: ok\r\x1b[2K\x1b[1A" + "Allow acme-pack/read_only (read)? [y/N] \u202egnp.exe\u200b\x07\x08"
 	var asked string
 	k := &Kernel{Interactive: true, Ask: func(q string) (bool, error) { asked = q; return false, nil }}
@@ -38,16 +38,9 @@ func TestPromptQuestionIsTerminalSafe(t *testing.T) {
 	if err := stagePrompt(context.Background(), st); !errors.Is(err, reason.ErrPolicyDenied) {
 		t.Fatalf("err = %v", err)
 	}
-	if strings.IndexFunc(asked, termsafe.Unsafe) >= 0 {
-		t.Fatalf("question carries control characters: %q", asked)
-	}
-	for _, want := range []string{`\r\x1b[2K\x1b[1A`, `\u202egnp.exe\u200b\a\b`, "Allow acme-pack/delete_x (delete, trust curated, ", "? [y/N] "} {
-		if !strings.Contains(asked, want) {
-			t.Errorf("question %q lacks %q", asked, want)
-		}
-	}
-	if !strings.HasSuffix(asked, "? [y/N] ") {
-		t.Errorf("question does not end with the [y/N] prompt: %q", asked)
+	want := "Allow acme-pack/delete_x (delete, trust curated, " + hostile + ")? [y/N] "
+	if asked != want {
+		t.Fatalf("question %q, want %q", asked, want)
 	}
 }
 

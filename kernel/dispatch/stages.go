@@ -15,8 +15,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/kernel/termsafe"
-	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/guard"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -109,14 +107,14 @@ func classify(m *manifest.Manifest, tool *manifest.Tool) []policy.Action {
 }
 
 // checkInput refuses, before the decision, an input the tool could not be
-// given (toolio.CheckInput: not one JSON object in valid UTF-8, or too
-// large): such a request is denied (input_denied), never allowed and then
+// given (plan.CheckInput: not one JSON object in valid UTF-8, or too
+// large or too deep): such a request is denied (input_denied), never allowed and then
 // failed. An mcp_server call with no input is called with {} (executor/mcpserver).
 func checkInput(pkg *store.Package, input json.RawMessage) error {
 	if pkg.Manifest.PackageType == manifest.TypeMCPServer && len(bytes.TrimSpace(input)) == 0 {
 		return nil
 	}
-	if err := toolio.CheckInput(input); err != nil {
+	if err := plan.CheckInput(input); err != nil {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
 	return nil
@@ -408,7 +406,7 @@ func stagePrompt(ctx context.Context, st *state) error {
 		return reason.New(reason.PolicyPrompt, "approval required (%s) but agentnode is not interactive", st.denyWhy)
 	}
 	q := fmt.Sprintf("Allow %s/%s (%s, trust %s, %s)? [y/N] ", st.pkg.ID, st.tool.Name,
-		joinActions(st.actions), st.res.Trust, termsafe.Line(st.denyWhy))
+		joinActions(st.actions), st.res.Trust, st.denyWhy)
 	yes, err := st.k.ask(ctx, q)
 	if err != nil {
 		return reason.New(reason.PolicyPrompt, "prompt failed: %w", err)

@@ -39,7 +39,8 @@ type Services interface {
 	// credential_use, pre-approved by the run's opt-in.
 	DecideLLM() policy.Decision
 	// Ask asks the user a yes/no question until ctx ends; asked is false
-	// when nobody can be asked (not interactive).
+	// when nobody can be asked (not interactive). The question is passed
+	// as given: the front end's asker escapes it for the terminal.
 	Ask(ctx context.Context, question string) (yes, asked bool, err error)
 	// Broker is the LLM broker plugin (a coded error when it cannot be
 	// had); PrestartBroker starts it ahead of its first call.

@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -45,7 +46,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/termsafe"
 	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
@@ -66,8 +66,14 @@ type Options struct {
 	// BinDir holds the bundled plugins; default DefaultBinDir().
 	BinDir string
 	// Logger receives the host's logs and each plugin's stderr; default
-	// DefaultLogger().
+	// DefaultLogger(LogOutput).
 	Logger hclog.Logger
+	// LogOutput is where the default logger writes. What a plugin writes
+	// to its stderr is text the plugin chose, so a front end passes a
+	// writer that makes it safe for a terminal (cmd/agentnode passes
+	// termsafe.NewWriter(os.Stderr)). nil means io.Discard: the host never
+	// writes a plugin's raw text to a terminal on its own.
+	LogOutput io.Writer
 	// StartTimeout bounds the start and handshake of one plugin; default
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
@@ -77,17 +83,21 @@ type Options struct {
 	CallTimeout time.Duration
 }
 
-// DefaultLogger returns an hclog logger on stderr, quiet by default (warn);
-// AGENTNODE_LOG raises or lowers the level. What plugins write to their
-// stderr is logged through it, escaped (kernel/termsafe).
-func DefaultLogger() hclog.Logger {
+// DefaultLogger returns an hclog logger writing to w (io.Discard when nil),
+// quiet by default (warn); AGENTNODE_LOG raises or lowers the level. What
+// plugins write to their stderr is logged through it unchanged: w must
+// escape it when it is a terminal (see Options.LogOutput).
+func DefaultLogger(w io.Writer) hclog.Logger {
+	if w == nil {
+		w = io.Discard
+	}
 	level := hclog.Warn
 	if v := os.Getenv(LogEnv); v != "" {
 		if l := hclog.LevelFromString(v); l != hclog.NoLevel {
 			level = l
 		}
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "agentnode", Output: termsafe.NewWriter(os.Stderr), Level: level})
+	return hclog.New(&hclog.LoggerOptions{Name: "agentnode", Output: w, Level: level})
 }
 
 // Host starts plugins on demand, caches one process per kind/name, and stops
@@ -139,7 +149,7 @@ func New(opts Options) *Host {
 		dedicated:    map[*Dedicated]struct{}{},
 	}
 	if h.logger == nil {
-		h.logger = DefaultLogger()
+		h.logger = DefaultLogger(opts.LogOutput)
 	}
 	if h.startTimeout <= 0 {
 		h.startTimeout = DefaultStartTimeout

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -418,6 +419,48 @@ func TestPluginStderrReachesHostLog(t *testing.T) {
 	h2.Close()
 	if s := buf.String(); s != "" {
 		t.Errorf("a clean start and stop logged at warn level:\n%s", s)
+	}
+}
+
+// TestLogOutput: without a Logger the host logs to Options.LogOutput
+// (plugin stderr included), and with neither it writes nothing to the
+// process's stderr: raw plugin text never reaches a terminal on the
+// host's own.
+func TestLogOutput(t *testing.T) {
+	e := newEnv(t, "ok", true)
+	t.Setenv(LogEnv, "debug")
+	start := func(opts Options) {
+		opts.HomeDir, opts.BinDir = e.home, e.bin
+		h := New(opts)
+		if _, err := h.Trust(context.Background(), "faulty"); err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	var buf syncBuffer
+	start(Options{LogOutput: &buf})
+	if s := buf.String(); !strings.Contains(s, "faulty plugin serving") {
+		t.Errorf("LogOutput lacks the plugin's log line:\n%s", s)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	saved := os.Stderr
+	os.Stderr = w
+	func() {
+		defer func() { os.Stderr = saved }()
+		start(Options{})
+	}()
+	w.Close()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(got), "faulty plugin serving") || strings.Contains(string(got), "mode=ok") {
+		t.Errorf("the default logger wrote the plugin's stderr to the process's stderr:\n%s", got)
 	}
 }
 

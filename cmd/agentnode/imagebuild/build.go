@@ -25,9 +25,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/filelock"
 	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/kernel/bounded"
-	"github.com/agentnode/agentnode/kernel/filelock"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/sdk/atomicfile"

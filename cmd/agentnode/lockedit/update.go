@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/filelock"
+	"github.com/agentnode/agentnode/cmd/agentnode/filelock"
 	"github.com/agentnode/agentnode/kernel/lockfile"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/atomicfile"

@@ -13,14 +13,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/executor/mcpserver"
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
-	"github.com/agentnode/agentnode/kernel/toolio"
 )
 
 // Options configure a Server.
@@ -85,7 +86,9 @@ func New(opts Options) *Server {
 	}
 	if opts.NewPlugins == nil {
 		homeDir := opts.Kernel.HomeDir
-		opts.NewPlugins = func() *pluginhost.Host { return pluginhost.New(pluginhost.Options{HomeDir: homeDir}) }
+		opts.NewPlugins = func() *pluginhost.Host {
+			return pluginhost.New(pluginhost.Options{HomeDir: homeDir, LogOutput: termsafe.NewWriter(os.Stderr)})
+		}
 	}
 	servers := mcpserver.NewServers()
 	var executors *plan.Registry
@@ -306,10 +309,10 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 
 // MaxFrame bounds one inbound JSON-RPC message of `agentnode mcp serve`
 // (the go-sdk's IOTransport.MaxLineLength): a tools/call carries at most
-// toolio.MaxInput bytes of arguments, the rest of a message is small. The
+// plan.MaxInput bytes of arguments, the rest of a message is small. The
 // go-sdk refuses messages nested deeper than 1000 levels before decoding
-// them; arguments are checked against toolio's bounds (toolio.Arguments).
-const MaxFrame = toolio.MaxInput + 64<<10
+// them; arguments are checked against the input bounds (toolio.Arguments).
+const MaxFrame = plan.MaxInput + 64<<10
 
 // toResult converts a kernel outcome. Text forms:
 //

@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/filelock"
+	"github.com/agentnode/agentnode/cmd/agentnode/filelock"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/atomicfile"

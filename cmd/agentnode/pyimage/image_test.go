@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
+	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/image"
-	"github.com/agentnode/agentnode/kernel/toolio"
 	"github.com/agentnode/agentnode/sdk/python"
 )
 

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/plan"
 )
 
 // FuzzMessage decodes an inbound MCP message as `agentnode mcp serve` does
@@ -26,7 +27,7 @@ func FuzzMessage(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + strings.Repeat(`{"a":`, 900) + `1` + strings.Repeat(`}`, 901)))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > MaxInput+64<<10 { // cmd/agentnode/mcpserve.MaxFrame
+		if len(data) > plan.MaxInput+64<<10 { // cmd/agentnode/mcpserve.MaxFrame
 
 			return
 		}
@@ -48,7 +49,7 @@ func FuzzMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(in) > MaxInput || bounded.JSONDepth(in, MaxInputDepth) != nil {
+		if len(in) > plan.MaxInput || bounded.JSONDepth(in, plan.MaxInputDepth) != nil {
 			t.Fatalf("arguments %d bytes let through beyond the bounds", len(in))
 		}
 		var obj map[string]json.RawMessage

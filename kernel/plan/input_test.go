@@ -1,4 +1,4 @@
-package toolio
+package plan
 
 import (
 	"bytes"

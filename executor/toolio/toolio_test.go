@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -33,18 +34,18 @@ func TestEncodeRequest(t *testing.T) {
 		t.Fatalf("round trip of %q: %+v, %v", got, doc, err)
 	}
 
-	// Exactly MaxInput bytes is allowed; one more is not.
-	big := append([]byte(`{"k":"`), bytes.Repeat([]byte("x"), MaxInput-len(`{"k":""}`))...)
+	// Exactly plan.MaxInput bytes is allowed; one more is not.
+	big := append([]byte(`{"k":"`), bytes.Repeat([]byte("x"), plan.MaxInput-len(`{"k":""}`))...)
 	big = append(big, `"}`...)
-	if len(big) != MaxInput {
+	if len(big) != plan.MaxInput {
 		t.Fatalf("test input is %d bytes", len(big))
 	}
 	if _, err := EncodeRequest("t", big); err != nil {
-		t.Fatalf("input of exactly MaxInput bytes refused: %v", err)
+		t.Fatalf("input of exactly plan.MaxInput bytes refused: %v", err)
 	}
 	bigger := append(append([]byte{}, big...), ' ')
-	if _, err := EncodeRequest("t", bigger); !errors.Is(err, ErrInputTooLarge) {
-		t.Fatalf("input of MaxInput+1 bytes: err = %v, want ErrInputTooLarge", err)
+	if _, err := EncodeRequest("t", bigger); !errors.Is(err, plan.ErrInputTooLarge) {
+		t.Fatalf("input of plan.MaxInput+1 bytes: err = %v, want plan.ErrInputTooLarge", err)
 	}
 }
 
@@ -55,17 +56,17 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		input string
 		want  error
 	}{
-		{"nil input", "t", "", ErrInputNotObject},
-		{"whitespace", "t", "  \n", ErrInputNotObject},
-		{"array", "t", `[1]`, ErrInputNotObject},
-		{"string", "t", `"{}"`, ErrInputNotObject},
-		{"null", "t", `null`, ErrInputNotObject},
-		{"number", "t", `1`, ErrInputNotObject},
-		{"two objects", "t", `{}{}`, ErrInputNotObject},
-		{"trailing garbage", "t", `{} x`, ErrInputNotObject},
-		{"unterminated", "t", `{"a":1`, ErrInputNotObject},
-		{"invalid utf8", "t", "{\"a\":\"\xff\"}", ErrInputNotObject},
-		{"too large", "t", `{"a":"` + strings.Repeat("x", MaxInput) + `"}`, ErrInputTooLarge},
+		{"nil input", "t", "", plan.ErrInputNotObject},
+		{"whitespace", "t", "  \n", plan.ErrInputNotObject},
+		{"array", "t", `[1]`, plan.ErrInputNotObject},
+		{"string", "t", `"{}"`, plan.ErrInputNotObject},
+		{"null", "t", `null`, plan.ErrInputNotObject},
+		{"number", "t", `1`, plan.ErrInputNotObject},
+		{"two objects", "t", `{}{}`, plan.ErrInputNotObject},
+		{"trailing garbage", "t", `{} x`, plan.ErrInputNotObject},
+		{"unterminated", "t", `{"a":1`, plan.ErrInputNotObject},
+		{"invalid utf8", "t", "{\"a\":\"\xff\"}", plan.ErrInputNotObject},
+		{"too large", "t", `{"a":"` + strings.Repeat("x", plan.MaxInput) + `"}`, plan.ErrInputTooLarge},
 		{"empty tool", "", `{}`, ErrToolName},
 		{"newline in tool", "a\nb", `{}`, ErrToolName},
 		{"nul in tool", "a\x00", `{}`, ErrToolName},

@@ -3,6 +3,12 @@
 // object the tool writes to its stdout. The same protocol is spoken across
 // the sandbox boundary and by the host executor (executor/hostexec).
 //
+// It sits with the executors because they, not the decision, speak it: the
+// kernel only checks a tool input against the protocol's input bounds, and
+// that check (plan.CheckInput, plan.MaxInput, plan.MaxInputDepth and their
+// errors) stays in kernel/plan, the contract between decision and
+// execution; EncodeRequest and Arguments run the same check.
+//
 // A request is one line:
 //
 //	{"tool":NAME,"input":{...}}\n
@@ -34,32 +40,23 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
-// Size bounds of the protocol.
+// Output bounds of the protocol (the input bounds are plan.MaxInput and
+// plan.MaxInputDepth).
 const (
-	// MaxInput bounds the tool input document passed to EncodeRequest.
-	MaxInput = 1 << 20
-	// MaxInputDepth bounds the nesting of the tool input (objects and
-	// arrays; {"a":[1]} is 2 levels): the schema validation and the
-	// inspectors walk it recursively.
-	MaxInputDepth = 128
 	// MaxOutput bounds a tool's stdout, that is the response document.
 	MaxOutput = 4 << 20
 	// MaxStderr bounds how much of a tool's stderr is kept for the run log.
 	MaxStderr = 64 << 10
 )
 
-// Errors of the protocol. Request errors are also reason.ErrInputDenied.
+// Errors of the protocol. Request errors are also reason.ErrInputDenied; an
+// input refused wraps plan.ErrInputTooLarge, plan.ErrInputTooDeep or
+// plan.ErrInputNotObject.
 var (
-	// ErrInputTooLarge: the input is larger than MaxInput bytes.
-	ErrInputTooLarge = errors.New("tool input too large")
-	// ErrInputTooDeep: the input nests deeper than MaxInputDepth.
-	ErrInputTooDeep = errors.New("tool input nested too deeply")
-	// ErrInputNotObject: the input is not one valid JSON object.
-	ErrInputNotObject = errors.New("tool input is not a JSON object")
 	// ErrToolName: the tool name is empty, not UTF-8 or has control characters.
 	ErrToolName = errors.New("invalid tool name")
 	// ErrOutputTooLarge: the tool's stdout is larger than MaxOutput bytes.
@@ -99,14 +96,15 @@ func (r Response) MarshalJSON() ([]byte, error) {
 
 // EncodeRequest returns the request document for tool with input, compacted
 // onto one line and terminated by a newline. input must be one JSON object of
-// at most MaxInput bytes (measured as given, before compaction) in valid
-// UTF-8. Every error wraps reason.ErrInputDenied and one of ErrInputTooLarge,
-// ErrInputNotObject or ErrToolName.
+// at most plan.MaxInput bytes (measured as given, before compaction) in
+// valid UTF-8, nested at most plan.MaxInputDepth deep (plan.CheckInput).
+// Every error wraps reason.ErrInputDenied and one of plan.ErrInputTooLarge,
+// plan.ErrInputTooDeep, plan.ErrInputNotObject or ErrToolName.
 func EncodeRequest(tool string, input json.RawMessage) ([]byte, error) {
 	if err := checkToolName(tool); err != nil {
 		return nil, reason.New(reason.InputDenied, "toolio: tool %q: %w", tool, err)
 	}
-	if err := CheckInput(input); err != nil {
+	if err := plan.CheckInput(input); err != nil {
 		return nil, err
 	}
 	name, err := json.Marshal(tool)
@@ -125,42 +123,16 @@ func EncodeRequest(tool string, input json.RawMessage) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// CheckInput checks a tool input the way EncodeRequest does: one JSON
-// object of at most MaxInput bytes in valid UTF-8, nested at most
-// MaxInputDepth deep (checked before anything decodes it). The kernel runs
-// it before anything else reads the input. Every error wraps
-// reason.ErrInputDenied and one of ErrInputTooLarge, ErrInputTooDeep or
-// ErrInputNotObject.
-func CheckInput(input json.RawMessage) error {
-	if len(input) > MaxInput {
-		return reason.New(reason.InputDenied, "toolio: input is %d bytes, the limit is %d: %w",
-			len(input), MaxInput, ErrInputTooLarge)
-	}
-	if !utf8.Valid(input) {
-		return reason.New(reason.InputDenied, "toolio: input is not valid UTF-8: %w", ErrInputNotObject)
-	}
-	if err := bounded.JSONDepth(input, MaxInputDepth); err != nil {
-		return reason.New(reason.InputDenied, "toolio: input %v: %w", err, ErrInputTooDeep)
-	}
-	if !json.Valid(input) {
-		return reason.New(reason.InputDenied, "toolio: input is not valid JSON: %w", ErrInputNotObject)
-	}
-	if b := bytes.TrimLeft(input, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return reason.New(reason.InputDenied, "toolio: input must be a JSON object: %w", ErrInputNotObject)
-	}
-	return nil
-}
-
 // Arguments returns the tool input of an MCP tools/call: absent or null
-// arguments are {}, anything else must pass CheckInput (one object, within
-// MaxInput and MaxInputDepth, checked before anything decodes it). Errors
-// are CheckInput's.
+// arguments are {}, anything else must pass plan.CheckInput (one object,
+// within plan.MaxInput and plan.MaxInputDepth, checked before anything
+// decodes it). Errors are plan.CheckInput's.
 func Arguments(raw json.RawMessage) (json.RawMessage, error) {
 	b := bytes.TrimSpace(raw)
 	if len(b) == 0 || string(b) == "null" {
 		return json.RawMessage(`{}`), nil
 	}
-	if err := CheckInput(b); err != nil {
+	if err := plan.CheckInput(b); err != nil {
 		return nil, err
 	}
 	return json.RawMessage(b), nil
