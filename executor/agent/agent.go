@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
@@ -346,13 +347,21 @@ func (s *agentSession) refuse(code reason.Code, msg string) agentReply {
 }
 
 // Executor runs agent plans.
-type Executor struct{}
+type Executor struct {
+	// backends builds the backend of a plan's placement (nil: backend.For).
+	backends backend.Factory
+}
 
 // Execute runs an agent package's entrypoint in the sandbox and serves its
-// requests (specs/agent.md). Agents never run on the host.
-func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
+// requests (specs/agent.md). Agents never run on the host. A backend it
+// cannot build for the placement fails the run before anything else.
+func (e Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
+	b, err := e.backends.Build(p)
+	if err != nil {
+		return err
+	}
 	m := p.Package.Manifest
-	if p.Placement != plan.PlacementSandbox || p.Backend == nil {
+	if p.Placement != plan.PlacementSandbox || b == nil {
 		return reason.New(reason.HostAgentExecutionUnsupported,
 			"agent %s runs only in the agent sandbox, never with placement %q", m.PackageID, p.Placement)
 	}
@@ -398,10 +407,10 @@ func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) er
 	}()
 
 	start := time.Now()
-	exit, runErr := p.Backend.Run(ctx, &plan.Task{
+	exit, runErr := b.Run(ctx, &backend.Task{
 		RunID:        "an-" + p.RequestID,
 		PackageDir:   p.Package.Dir,
-		Command:      plan.Command{Container: args},
+		Command:      backend.Command{Container: args},
 		Limits:       p.Limits,
 		Timeout:      s.lim.wallClock,
 		MaxStderr:    toolio.MaxStderr,
@@ -440,7 +449,7 @@ func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) er
 		return reason.New(reason.Timeout, "agent %s was stopped at its wall clock of %s (%s)",
 			m.PackageID, s.lim.wallClock, s.lim.source)
 	}
-	if err := plan.OOMError(exit.OOMKilled, exit.ExitCode, "agent "+m.PackageID, p.Limits); err != nil {
+	if err := backend.OOMError(exit.OOMKilled, exit.ExitCode, "agent "+m.PackageID, p.Limits); err != nil {
 		return err
 	}
 	switch {

@@ -25,6 +25,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/broker"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 func intp(n int) *int { return &n }
@@ -533,20 +534,26 @@ func TestResultEndsSession(t *testing.T) {
 
 // TestAgentNeverOnHost: the executor refuses an agent that is not placed
 // in the sandbox (defense in depth behind the placement stage), one
-// without a sandbox backend, and one started from inside another agent's
-// run.
+// without a sandbox backend (the backend it builds for the placement
+// cannot be built: sandbox_unavailable, as when the kernel built it), one
+// whose backend factory gives none, and one started from inside another
+// agent's run.
 func TestAgentNeverOnHost(t *testing.T) {
 	st := agentState(t, testAgentManifest(), func(c *config.Config) { c.AgentSandbox.Enabled = true })
-	st.p.Placement = plan.PlacementHost
-	st.p.Backend = backend.Host{}
+	st.p.Placement, st.p.Sandbox = plan.PlacementHost, nil
 	if err := (Executor{}).Execute(context.Background(), st.p, &plan.Outcome{}); !errors.Is(err, reason.ErrHostAgentExecutionUnsupported) {
 		t.Fatalf("host placement: %v", err)
 	}
-	st.p.Placement, st.p.Backend = plan.PlacementSandbox, nil
-	if err := (Executor{}).Execute(context.Background(), st.p, &plan.Outcome{}); !errors.Is(err, reason.ErrHostAgentExecutionUnsupported) {
+	st.p.Placement = plan.PlacementSandbox
+	if err := (Executor{}).Execute(context.Background(), st.p, &plan.Outcome{}); !errors.Is(err, reason.ErrSandboxUnavailable) ||
+		!strings.Contains(err.Error(), "no sandbox backend was placed") {
 		t.Fatalf("no sandbox checked: %v", err)
 	}
-	st.p.Backend = &backend.Sandbox{Name: "libcontainer"}
+	none := Executor{backends: func(*plan.Plan) (backend.Backend, error) { return nil, nil }}
+	if err := none.Execute(context.Background(), st.p, &plan.Outcome{}); !errors.Is(err, reason.ErrHostAgentExecutionUnsupported) {
+		t.Fatalf("no backend: %v", err)
+	}
+	st.p.Sandbox = &sandbox.Client{}
 	ctx := context.WithValue(context.Background(), agentParentKey{}, "outer-agent")
 	if err := (Executor{}).Execute(ctx, st.p, &plan.Outcome{}); !errors.Is(err, reason.ErrPolicyDenied) {
 		t.Fatalf("agent from an agent: %v", err)

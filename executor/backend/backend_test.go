@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,42 +16,51 @@ import (
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // TestSandboxArgs: every command form becomes its argv in the container,
 // whose package is at /pack.
 func TestSandboxArgs(t *testing.T) {
 	for _, c := range []struct {
-		cmd  plan.Command
+		cmd  Command
 		want []string
 	}{
-		{plan.Command{Exec: &plan.Exec{Entrypoint: "bin/tool"}}, []string{"/pack/bin/tool"}},
-		{plan.Command{Exec: &plan.Exec{Entrypoint: "server.js", Args: []string{"--stdio"}, Interpreter: "node", HostInterpreter: "/usr/bin/node"}},
+		{Command{Exec: &Exec{Entrypoint: "bin/tool"}}, []string{"/pack/bin/tool"}},
+		{Command{Exec: &Exec{Entrypoint: "server.js", Args: []string{"--stdio"}, Interpreter: "node", HostInterpreter: "/usr/bin/node"}},
 			[]string{"node", "/pack/server.js", "--stdio"}},
-		{plan.Command{Python: &plan.Python{Entrypoint: "pkg.mod:run"}},
+		{Command{Python: &Python{Entrypoint: "pkg.mod:run"}},
 			python.Command(python.Interpreter, python.ShimPath, "/pack", "pkg.mod:run", false)},
-		{plan.Command{Container: []string{"/pack/bin/agent"}}, []string{"/pack/bin/agent"}},
+		{Command{Container: []string{"/pack/bin/agent"}}, []string{"/pack/bin/agent"}},
 	} {
 		got, err := sandboxArgs(c.cmd)
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%+v: %q %v, want %q", c.cmd, got, err, c.want)
 		}
 	}
-	if _, err := sandboxArgs(plan.Command{}); !errors.Is(err, reason.ErrRuntimeUnsupported) {
+	if _, err := sandboxArgs(Command{}); !errors.Is(err, reason.ErrRuntimeUnsupported) {
 		t.Errorf("no command: %v", err)
 	}
 }
 
-// TestFor: the placement picks the backend; a sandbox placement without
-// a checked backend client, or an unknown placement, runs nothing.
+// TestFor: the placement picks the backend (a sandbox one with the client
+// and image the kernel put in the plan); a sandbox placement without a
+// checked backend client, or an unknown placement, runs nothing.
 func TestFor(t *testing.T) {
-	if b, err := For(plan.PlacementHost, "", nil, plan.Image{}); err != nil || b != (Host{}) {
+	if b, err := For(&plan.Plan{Placement: plan.PlacementHost}); err != nil || b != (Host{}) {
 		t.Fatalf("host: %T %v", b, err)
 	}
-	if _, err := For(plan.PlacementSandbox, "libcontainer", nil, plan.Image{}); !errors.Is(err, reason.ErrSandboxUnavailable) {
+	if _, err := For(&plan.Plan{Placement: plan.PlacementSandbox, BackendName: "libcontainer"}); !errors.Is(err, reason.ErrSandboxUnavailable) ||
+		!strings.Contains(err.Error(), "no sandbox backend was placed") {
 		t.Fatalf("sandbox without client: %v", err)
 	}
-	if _, err := For(plan.PlacementNone, "", nil, plan.Image{}); !errors.Is(err, reason.ErrSandboxUnavailable) {
+	sb, img := &sandbox.Client{}, plan.Image{Ref: "img@sha256:0", Store: "/s", ConfigDigest: "sha256:1"}
+	b, err := For(&plan.Plan{Placement: plan.PlacementSandbox, BackendName: "libcontainer", Sandbox: sb, Image: img})
+	if s, ok := b.(*Sandbox); err != nil || !ok || s.Name != "libcontainer" || s.Client != sb || s.Image != img {
+		t.Fatalf("sandbox: %#v %v", b, err)
+	}
+	if _, err := For(&plan.Plan{Placement: plan.PlacementNone}); !errors.Is(err, reason.ErrSandboxUnavailable) ||
+		!strings.Contains(err.Error(), `placement "none" cannot execute`) {
 		t.Fatalf("none: %v", err)
 	}
 }
@@ -68,8 +78,8 @@ func hostPackage(t *testing.T, script string) string {
 	return dir
 }
 
-func hostTask(dir string) *plan.Task {
-	return &plan.Task{PackageDir: dir, Command: plan.Command{Exec: &plan.Exec{Entrypoint: "bin/tool"}},
+func hostTask(dir string) *Task {
+	return &Task{PackageDir: dir, Command: Command{Exec: &Exec{Entrypoint: "bin/tool"}},
 		Env: []string{"PATH=/usr/bin:/bin"}, HostConfinement: confine.ModeBestEffort, Timeout: time.Minute,
 		MaxStdout: 1 << 10, MaxStderr: 1 << 10}
 }
@@ -106,7 +116,7 @@ func TestHostRun(t *testing.T) {
 	}
 
 	task = hostTask(hostPackage(t, "exit 0\n"))
-	task.Command = plan.Command{Container: []string{"/pack/bin/tool"}}
+	task.Command = Command{Container: []string{"/pack/bin/tool"}}
 	if exit, err := (Host{}).Run(ctx, task); exit != nil || !errors.Is(err, reason.ErrRuntimeUnsupported) {
 		t.Fatalf("container command on the host: %+v %v", exit, err)
 	}
@@ -120,7 +130,7 @@ func TestHostRunStreams(t *testing.T) {
 	outR, outW := io.Pipe()
 	task.StdinStream, task.StdoutStream = inR, outW
 	type ran struct {
-		exit *plan.Exit
+		exit *Exit
 		err  error
 	}
 	done := make(chan ran, 1)
@@ -143,5 +153,26 @@ func TestHostRunStreams(t *testing.T) {
 	res := <-done
 	if res.err != nil || res.exit.ExitCode != 0 || !res.exit.CleanupVerified || len(res.exit.Stdout) != 0 {
 		t.Fatalf("end: %+v %v", res.exit, res.err)
+	}
+}
+
+// TestOOMKilledRunIsKilledMemory: a sandboxed run the OOM killer ended is
+// killed_memory (exit 1), naming the limit; other kills are not, and a run
+// that still exited 0 keeps its outcome.
+func TestOOMKilledRunIsKilledMemory(t *testing.T) {
+	lim := sandbox.Limits{MemoryBytes: 64 << 20}
+	err := OOMError(true, 137, "tool a/b", lim)
+	if !errors.Is(err, reason.ErrKilledMemory) || reason.CodeOf(err).ExitCode() != reason.ExitFailed ||
+		!strings.Contains(err.Error(), "64 MiB") {
+		t.Fatalf("err = %v", err)
+	}
+	for _, resp := range []*sandbox.RunResponse{
+		{ExitCode: 137, Killed: true},
+		{ExitCode: 0, OOMKilled: true},
+		{ExitCode: 1},
+	} {
+		if err := OOMError(resp.OOMKilled, resp.ExitCode, "tool a/b", lim); err != nil {
+			t.Errorf("%+v: %v", resp, err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/executor/toolio"
-	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
 )
@@ -15,8 +14,8 @@ import (
 // executor/confine): sandbox.host_confinement decides what a kernel without
 // enough Landlock gets, a refusal is sandbox_unavailable, and a run that
 // was not fully confined says so in Exit.Confinement. It is also the
-// kernel's plan.Host: the checks placement makes before it decides are
-// the ones Run makes again.
+// kernel's kernel/plan.Host: the checks placement makes before it decides
+// are the ones Run makes again.
 type Host struct{}
 
 // Confinement is hostexec.CheckConfinement's answer for mode (the probe of
@@ -35,7 +34,7 @@ func (Host) Python() error { return hostexec.CheckPython() }
 // python3 with the tool shim (sdk/python), confined exactly as an exec
 // one. hostexec returns after the process group is killed and the process
 // reaped, so every started run's cleanup is verified.
-func (Host) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
+func (Host) Run(ctx context.Context, t *Task) (*Exit, error) {
 	if t.EgressSocket != "" {
 		return nil, reason.New(reason.EgressDenied, "sealed egress exists only in the sandbox, not on the host")
 	}
@@ -72,7 +71,7 @@ func (Host) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
 	if out == nil {
 		return nil, err
 	}
-	exit := &plan.Exit{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
+	exit := &Exit{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
 		StdoutExceeded: out.StdoutTruncated, Confinement: out.Confinement, CleanupVerified: true}
 	switch {
 	case err == nil:

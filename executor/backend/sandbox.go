@@ -25,7 +25,7 @@ type Sandbox struct {
 }
 
 // Run runs t; the Exit says whether the backend proved the container gone.
-func (s *Sandbox) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
+func (s *Sandbox) Run(ctx context.Context, t *Task) (*Exit, error) {
 	args, err := sandboxArgs(t.Command)
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (s *Sandbox) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
 		}
 		return nil, plan.SandboxError(s.Name, err)
 	}
-	exit := &plan.Exit{ExitCode: resp.ExitCode, Stderr: stderr.Bytes(), TimedOut: resp.TimedOut,
+	exit := &Exit{ExitCode: resp.ExitCode, Stderr: stderr.Bytes(), TimedOut: resp.TimedOut,
 		OOMKilled: resp.OOMKilled, CleanupVerified: resp.CleanupVerified}
 	if stdoutBuf != nil {
 		exit.Stdout, exit.StdoutExceeded = stdoutBuf.Bytes(), stdoutBuf.Exceeded
@@ -80,7 +80,7 @@ func (s *Sandbox) Run(ctx context.Context, t *plan.Task) (*plan.Exit, error) {
 // at /pack: the exec entrypoint (after its interpreter), for `runtime:
 // python` the image's python3 with the tool shim (python.Command), or the
 // container command as it is.
-func sandboxArgs(c plan.Command) ([]string, error) {
+func sandboxArgs(c Command) ([]string, error) {
 	switch {
 	case c.Python != nil:
 		return python.Command(python.Interpreter, python.ShimPath, "/pack", c.Python.Entrypoint, c.Python.PackageLevel), nil

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -34,11 +35,18 @@ import (
 
 // Executor runs each call on a server started for it and stopped after it
 // (`agentnode run`).
-type Executor struct{}
+type Executor struct {
+	// backends builds the backend of a plan's placement (nil: backend.For).
+	backends backend.Factory
+}
 
 // Execute makes p's decided tools/call on a server started for it.
-func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
-	return execute(ctx, p, out, nil)
+func (e Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
+	b, err := e.backends.Build(p)
+	if err != nil {
+		return err
+	}
+	return execute(ctx, p, b, out, nil)
 }
 
 // decidedKey carries, in a call's context, the one call the pipeline
@@ -67,10 +75,13 @@ func forwardDecided(ctx context.Context, tool string, args json.RawMessage) erro
 }
 
 // execute makes the decided tools/call: on a session from pool, or (pool
-// nil) on a server started for this call and stopped after it (its
-// cleanup verified). The result's structuredContent (else its text) is
+// nil) on a server started for this call on b and stopped after it (its
+// cleanup verified). b is the backend of p's placement, built by the
+// caller before anything of the call starts or goes into out: one that
+// cannot be built fails the call as it did when the kernel built it; a
+// kept server already running uses the backend it was started on. The result's structuredContent (else its text) is
 // the tool's result; isError is a failed tool (ok false).
-func execute(ctx context.Context, p *plan.Plan, out *plan.Outcome, pool *Servers) error {
+func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Outcome, pool *Servers) error {
 	start := time.Now()
 	okFalse := false
 	out.OK = &okFalse
@@ -98,9 +109,9 @@ func execute(ctx context.Context, p *plan.Plan, out *plan.Outcome, pool *Servers
 		err     error
 	)
 	if pool != nil {
-		sess, release, err = pool.acquire(callCtx, p, out)
+		sess, release, err = pool.acquire(callCtx, p, b, out)
 	} else {
-		sess, err = startSession(callCtx, ctx, p, out, p.Timeout)
+		sess, err = startSession(callCtx, ctx, p, b, out, p.Timeout)
 		release = func(bool) {}
 	}
 	if err != nil {

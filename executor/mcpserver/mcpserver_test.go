@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -56,11 +58,12 @@ func TestEgressOnHostRefused(t *testing.T) {
 	svc := &egressCounter{}
 	ran := false
 	p := &plan.Plan{RequestID: "r", Package: &store.Package{ID: "p", Dir: t.TempDir()}, Tool: &manifest.Tool{Name: "echo"},
-		Placement: plan.PlacementHost, Backend: backendFunc(func() { ran = true }), Timeout: time.Second, Services: svc,
+		Placement: plan.PlacementHost, Timeout: time.Second, Services: svc,
 		MCP: &plan.MCPLaunch{Command: &manifest.MCPCommand{Path: "bin/server"}, Domains: []string{"api.example.com"},
 			Declared: map[string]string{"echo": "echo"}}}
 	out := &plan.Outcome{}
-	err := Executor{}.Execute(context.Background(), p, out)
+	e := Executor{backends: func(*plan.Plan) (backend.Backend, error) { return backendFunc(func() { ran = true }), nil }}
+	err := e.Execute(context.Background(), p, out)
 	if reason.CodeOf(err) != reason.EgressDenied || svc.asked != 0 || ran || out.Ran {
 		t.Fatalf("%v (audit asked %d times, backend ran %v, outcome %+v)", err, svc.asked, ran, out)
 	}
@@ -70,15 +73,15 @@ func TestEgressOnHostRefused(t *testing.T) {
 // nothing.
 type backendFunc func()
 
-func (f backendFunc) Run(context.Context, *plan.Task) (*plan.Exit, error) {
+func (f backendFunc) Run(context.Context, *backend.Task) (*backend.Exit, error) {
 	f()
 	return nil, reason.New(reason.SandboxUnavailable, "not in this test")
 }
 
 // taskBackend records the task it was asked to run and runs nothing.
-type taskBackend struct{ got *plan.Task }
+type taskBackend struct{ got *backend.Task }
 
-func (b *taskBackend) Run(_ context.Context, t *plan.Task) (*plan.Exit, error) {
+func (b *taskBackend) Run(_ context.Context, t *backend.Task) (*backend.Exit, error) {
 	b.got = t
 	return nil, reason.New(reason.SandboxUnavailable, "not in this test")
 }
@@ -90,9 +93,9 @@ func TestWorkspaceReachesServer(t *testing.T) {
 		for _, ws := range []*sandbox.Workspace{nil, {Path: "/home/u/p"}, {Path: "/home/u/p", Writable: true}} {
 			b := &taskBackend{}
 			p := &plan.Plan{RequestID: "r", Package: &store.Package{ID: "p", Dir: t.TempDir()}, Tool: &manifest.Tool{Name: "echo"},
-				Placement: placement, Backend: b, Timeout: time.Second, Workspace: ws, Image: plan.Image{Ref: "img@sha256:0"},
+				Placement: placement, Timeout: time.Second, Workspace: ws, Image: plan.Image{Ref: "img@sha256:0"},
 				MCP: &plan.MCPLaunch{Command: &manifest.MCPCommand{Path: "/pack/bin/server"}, Declared: map[string]string{"echo": "echo"}}}
-			_, _ = runServer(context.Background(), p, time.Second, "", nil, io.Discard, io.Discard)
+			_, _ = runServer(context.Background(), p, b, time.Second, "", nil, io.Discard, io.Discard)
 			if b.got == nil || !reflect.DeepEqual(b.got.Workspace, ws) {
 				t.Errorf("%s, workspace %+v: the server's task has %+v", placement, ws, b.got)
 			}
@@ -106,5 +109,30 @@ func TestWorkspaceReachesServer(t *testing.T) {
 		key(&sandbox.Workspace{Path: "/a", Writable: true}): true, key(&sandbox.Workspace{Path: "/b"}): true}
 	if len(keys) != 4 {
 		t.Errorf("launchKey does not tell the workspace grants apart: %d distinct keys of 4", len(keys))
+	}
+}
+
+// A sandbox placement without the backend client the placement stage
+// checked has no backend: the call fails closed, sandbox_unavailable,
+// before a server starts or anything goes into the outcome, on a server
+// started per call and on a kept one alike (what the kernel did when it
+// built the backend).
+func TestNoBackendNoServer(t *testing.T) {
+	p := &plan.Plan{RequestID: "r", Package: &store.Package{ID: "p", Dir: t.TempDir()}, Tool: &manifest.Tool{Name: "echo"},
+		Placement: plan.PlacementSandbox, BackendName: "libcontainer", Timeout: time.Second,
+		Image: plan.Image{Ref: "img@sha256:0"},
+		MCP:   &plan.MCPLaunch{Command: &manifest.MCPCommand{Path: "/pack/bin/server"}, Declared: map[string]string{"echo": "echo"}}}
+	servers := NewServers()
+	defer servers.Close()
+	for _, ex := range []plan.Executor{Executor{}, servers} {
+		out := &plan.Outcome{}
+		err := ex.Execute(context.Background(), p, out)
+		if reason.CodeOf(err) != reason.SandboxUnavailable || !strings.Contains(err.Error(), "no sandbox backend was placed") ||
+			!reflect.DeepEqual(*out, plan.Outcome{}) {
+			t.Errorf("%T: %v, outcome %+v", ex, err, out)
+		}
+	}
+	if n := servers.Running(); n != 0 {
+		t.Errorf("%d servers running", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -28,6 +29,8 @@ type Servers struct {
 	closed   bool
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// backends builds the backend of a plan's placement (nil: backend.For).
+	backends backend.Factory
 }
 
 type pooled struct {
@@ -50,7 +53,11 @@ func NewServers() *Servers {
 // Execute makes p's decided tools/call on the package's kept server,
 // starting one if needed.
 func (p *Servers) Execute(ctx context.Context, pl *plan.Plan, out *plan.Outcome) error {
-	return execute(ctx, pl, out, p)
+	b, err := p.backends.Build(pl)
+	if err != nil {
+		return err
+	}
+	return execute(ctx, pl, b, out, p)
 }
 
 // errServersClosed refuses calls after Close.
@@ -72,7 +79,7 @@ func launchKey(p *plan.Plan) string {
 // acquire returns a running session for pl's package, starting one if
 // needed; call release(broken) when the call is done (broken: the call
 // failed, the server is replaced).
-func (p *Servers) acquire(ctx context.Context, pl *plan.Plan, out *plan.Outcome) (*session, func(broken bool), error) {
+func (p *Servers) acquire(ctx context.Context, pl *plan.Plan, b backend.Backend, out *plan.Outcome) (*session, func(broken bool), error) {
 	key := launchKey(pl)
 	id := pl.Package.ID
 	p.mu.Lock()
@@ -105,7 +112,7 @@ func (p *Servers) acquire(ctx context.Context, pl *plan.Plan, out *plan.Outcome)
 	p.mu.Unlock()
 
 	if starter {
-		e.sess, e.err = startSession(ctx, p.ctx, pl, out, SessionLifetime)
+		e.sess, e.err = startSession(ctx, p.ctx, pl, b, out, SessionLifetime)
 		close(e.ready)
 	} else {
 		select {

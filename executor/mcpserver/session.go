@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/egress"
 	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/executor/toolio"
@@ -68,11 +69,11 @@ type startError struct {
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
-// startSession starts p's server where placement said and initializes a
-// session to it within initCtx (a declared tool the server does not offer
-// is a warning in out). The server runs until stop, until lifetime passes,
+// startSession starts p's server on b (the backend of p's placement) and
+// initializes a session to it within initCtx (a declared tool the server
+// does not offer is a warning in out). The server runs until stop, until lifetime passes,
 // or until runCtx ends.
-func startSession(initCtx, runCtx context.Context, p *plan.Plan, out *plan.Outcome, lifetime time.Duration) (*session, error) {
+func startSession(initCtx, runCtx context.Context, p *plan.Plan, b backend.Backend, out *plan.Outcome, lifetime time.Duration) (*session, error) {
 	inR, inW := io.Pipe()   // → server stdin
 	outR, outW := io.Pipe() // server stdout →
 	rctx, kill := context.WithCancel(context.WithoutCancel(runCtx))
@@ -111,7 +112,7 @@ func startSession(initCtx, runCtx context.Context, p *plan.Plan, out *plan.Outco
 	go func() {
 		defer close(s.done)
 		defer stopRun()
-		s.exitCode, s.cleanupErr = runServer(rctx, p, lifetime, egressSock, inR, outW, s.stderr)
+		s.exitCode, s.cleanupErr = runServer(rctx, p, b, lifetime, egressSock, inR, outW, s.stderr)
 		if eg != nil {
 			// After the server: its proxy goes with it, teardown verified
 			// (a proxy that failed while serving ended the server, and
@@ -159,17 +160,17 @@ func startEgress(ctx context.Context, p *plan.Plan) (*egress.Proxy, error) {
 	return egress.Start(ctx, egress.Options{Plugins: p.Plugins, Audit: a, What: "package " + p.Package.ID, Domains: p.MCP.Domains})
 }
 
-// runServer runs the server process on the placement's backend until it
+// runServer runs the server process on b, the placement's backend, until it
 // ends and reports its exit code and, for the sandbox, whether its removal
 // was verified.
-func runServer(ctx context.Context, p *plan.Plan, lifetime time.Duration, egressSock string, stdin io.Reader, stdout io.Writer, stderr io.Writer) (int, error) {
-	if p.Backend == nil || (p.Placement == plan.PlacementSandbox && p.Image.Ref == "") {
+func runServer(ctx context.Context, p *plan.Plan, b backend.Backend, lifetime time.Duration, egressSock string, stdin io.Reader, stdout io.Writer, stderr io.Writer) (int, error) {
+	if b == nil || (p.Placement == plan.PlacementSandbox && p.Image.Ref == "") {
 		return -1, reason.New(reason.SandboxUnavailable, "no sandbox was placed for the MCP server of %s", p.Package.ID)
 	}
-	t := &plan.Task{
+	t := &backend.Task{
 		RunID:      "an-mcp-" + p.RequestID,
 		PackageDir: p.Package.Dir,
-		Command: plan.Command{Exec: &plan.Exec{Entrypoint: p.MCP.Command.Path, Args: p.MCP.Command.Args,
+		Command: backend.Command{Exec: &backend.Exec{Entrypoint: p.MCP.Command.Path, Args: p.MCP.Command.Args,
 			Interpreter: p.MCP.Command.Interpreter, HostInterpreter: p.MCP.HostInterpreter}},
 		Limits:       p.Limits,
 		Timeout:      lifetime,
@@ -190,7 +191,7 @@ func runServer(ctx context.Context, p *plan.Plan, lifetime time.Duration, egress
 		// No network at all, nothing of the host's environment but PATH.
 		t.Env, t.HostConfinement = []string{serverPath}, p.HostConfinement
 	}
-	exit, err := p.Backend.Run(ctx, t)
+	exit, err := b.Run(ctx, t)
 	if exit == nil {
 		if p.Placement == plan.PlacementHost {
 			// Not started (refused entrypoint or confinement): its coded

@@ -1,6 +1,6 @@
 // Package toolpack is the executor of toolpack packages: it runs the
-// decided tool once on the plan's backend, speaking the tool I/O protocol
-// (executor/toolio), and fills the outcome. A tool that ran and failed is
+// decided tool once on the backend of the plan's placement, speaking the
+// tool I/O protocol (executor/toolio), and fills the outcome. A tool that ran and failed is
 // not an error: it sets OK false and a non-zero exit code.
 package toolpack
 
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/hostexec"
 	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -17,16 +18,25 @@ import (
 )
 
 // Executor runs toolpack plans.
-type Executor struct{}
+type Executor struct {
+	// backends builds the backend of a plan's placement (nil: backend.For).
+	backends backend.Factory
+}
 
-// Execute runs p's tool with p's input where p's placement put it.
-func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
+// Execute runs p's tool with p's input where p's placement put it, on the
+// backend it builds for that placement: one it cannot build (a sandbox
+// placement without a checked backend) runs nothing and fills no outcome.
+func (e Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) error {
+	b, err := e.backends.Build(p)
+	if err != nil {
+		return err
+	}
 	stdin, err := toolio.EncodeRequest(p.Tool.Name, p.Input)
 	if err != nil {
 		return reason.New(reason.InputDenied, "tool input: %w", err)
 	}
 	start := time.Now()
-	exit, err := runTool(ctx, p, stdin)
+	exit, err := runTool(ctx, p, b, stdin)
 	ms := time.Since(start).Milliseconds()
 	out.DurationMS = &ms
 	okFalse := false
@@ -65,17 +75,17 @@ func (Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) er
 	return nil
 }
 
-// runTool runs the tool process on the plan's backend: the same task
+// runTool runs the tool process on b, the plan's backend: the same task
 // whatever the placement (the host backend gives it the filtered caller
 // environment and, for a network permission, inet sockets; the sandbox
 // neither).
-func runTool(ctx context.Context, p *plan.Plan, stdin []byte) (*plan.Exit, error) {
+func runTool(ctx context.Context, p *plan.Plan, b backend.Backend, stdin []byte) (*backend.Exit, error) {
 	m := p.Package.Manifest
-	cmd := plan.Command{Exec: &plan.Exec{Entrypoint: p.Tool.Entrypoint}}
+	cmd := backend.Command{Exec: &backend.Exec{Entrypoint: p.Tool.Entrypoint}}
 	if m.Runtime == manifest.RuntimePython {
-		cmd = plan.Command{Python: &plan.Python{Entrypoint: p.Tool.Entrypoint, PackageLevel: p.Tool.FromPackage}}
+		cmd = backend.Command{Python: &backend.Python{Entrypoint: p.Tool.Entrypoint, PackageLevel: p.Tool.FromPackage}}
 	}
-	t := &plan.Task{
+	t := &backend.Task{
 		RunID:      "an-" + p.RequestID,
 		PackageDir: p.Package.Dir,
 		Command:    cmd,
@@ -94,7 +104,7 @@ func runTool(ctx context.Context, p *plan.Plan, stdin []byte) (*plan.Exit, error
 		t.HostNetwork = net == manifest.NetworkRestricted || net == manifest.NetworkUnrestricted
 		t.HostConfinement = p.HostConfinement
 	}
-	exit, err := p.Backend.Run(ctx, t)
+	exit, err := b.Run(ctx, t)
 	if exit == nil {
 		return nil, err
 	}
@@ -109,7 +119,7 @@ func runTool(ctx context.Context, p *plan.Plan, stdin []byte) (*plan.Exit, error
 	if exit.TimedOut {
 		return exit, reason.New(reason.Timeout, "tool %s/%s timed out after %s", p.Package.ID, p.Tool.Name, p.Timeout)
 	}
-	if err := plan.OOMError(exit.OOMKilled, exit.ExitCode, what, p.Limits); err != nil {
+	if err := backend.OOMError(exit.OOMKilled, exit.ExitCode, what, p.Limits); err != nil {
 		return exit, err
 	}
 	return exit, nil

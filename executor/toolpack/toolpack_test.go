@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func hostPlanRaw(t *testing.T, file string) *plan.Plan {
 	return &plan.Plan{
 		RequestID: "r1", Package: &store.Package{ID: "p", Dir: dir, Manifest: m},
 		Tool:  &manifest.Tool{Name: "t", Entrypoint: "bin/tool"},
-		Input: []byte(`{"x":1}`), Placement: plan.PlacementHost, Backend: backend.Host{},
+		Input: []byte(`{"x":1}`), Placement: plan.PlacementHost,
 		Timeout: time.Minute, Environ: []string{"PATH=/usr/bin:/bin", "SECRET=1"}, HostConfinement: confine.ModeBestEffort,
 	}
 }
@@ -86,5 +87,31 @@ func TestExecuteTimeout(t *testing.T) {
 	err := Executor{}.Execute(context.Background(), p, out)
 	if !errors.Is(err, reason.ErrTimeout) || !strings.Contains(err.Error(), "tool p/t timed out") || !out.Ran || *out.OK {
 		t.Fatalf("%+v %v", out, err)
+	}
+}
+
+// TestExecuteBuildsTheBackend: the executor runs the plan on the backend
+// it builds for the plan's placement; a placement it cannot build one for
+// (a sandbox placement without the backend client the placement stage
+// checked) fails closed, sandbox_unavailable, before anything runs or
+// goes into the outcome: what the kernel did when it built the backend.
+func TestExecuteBuildsTheBackend(t *testing.T) {
+	p := hostPlan(t, `echo '{"ok":true,"result":1}'`)
+	var built []string
+	e := Executor{backends: func(p *plan.Plan) (backend.Backend, error) {
+		built = append(built, p.Placement)
+		return backend.For(p)
+	}}
+	out := &plan.Outcome{}
+	if err := e.Execute(context.Background(), p, out); err != nil || !out.Ran || string(out.Output) != "1" ||
+		len(built) != 1 || built[0] != plan.PlacementHost {
+		t.Fatalf("host: %+v %v, built %q", out, err, built)
+	}
+
+	p.Placement, p.BackendName = plan.PlacementSandbox, "libcontainer"
+	out = &plan.Outcome{}
+	err := Executor{}.Execute(context.Background(), p, out)
+	if !errors.Is(err, reason.ErrSandboxUnavailable) || !strings.Contains(err.Error(), "no sandbox backend was placed") || !reflect.DeepEqual(*out, plan.Outcome{}) {
+		t.Fatalf("sandbox without a client: %v, outcome %+v", err, out)
 	}
 }

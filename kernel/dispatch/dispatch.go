@@ -67,10 +67,11 @@ type Kernel struct {
 	PromptTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Executors are the executors and backends that run what the
-	// pipeline decided (kernel/plan; cmd/agentnode wires executor.Registry
-	// in, and `agentnode mcp serve` an mcp_server executor that keeps
-	// servers running across calls). Without an executor for a package
+	// Executors are the executors that run what the pipeline decided,
+	// each on the backend it builds for the plan's placement, and the
+	// host backend's answers to placement (kernel/plan; cmd/agentnode
+	// wires executor.Registry in, and `agentnode mcp serve` an mcp_server
+	// executor that keeps servers running across calls). Without an executor for a package
 	// type, an allowed call of it fails closed after its decision record.
 	Executors *plan.Registry
 }

@@ -13,7 +13,8 @@
 // The pipeline decides; it does not run tools. Execute hands the decision
 // as a kernel/plan.Plan to the executor cmd/agentnode wired in for the
 // package type (Kernel.Executors: executor/toolpack, executor/agent,
-// executor/mcpserver, on the host or sandbox backend of executor/backend),
+// executor/mcpserver, each on the host or sandbox backend of
+// executor/backend it builds for the placement the plan names),
 // and the kernel keeps the order and the audit: decision record (fsync)
 // before, outcome record after. What an executor asks of the kernel while
 // it runs (an agent's tool and LLM calls, the audit of an MCP server's

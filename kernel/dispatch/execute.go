@@ -19,24 +19,17 @@ func stageExecute(ctx context.Context, st *state) error {
 	if ex == nil {
 		return reason.New(reason.PluginUnavailable, "no executor for %s packages is wired into this agentnode", typ)
 	}
-	p, err := st.plan()
-	if err != nil {
-		return err
-	}
 	out := &plan.Outcome{}
-	err = ex.Execute(ctx, p, out)
+	err := ex.Execute(ctx, st.plan(), out)
 	st.takeOutcome(out)
 	return err
 }
 
-// plan is what the decision stages decided, for an executor: the placement
-// with its backend (Kernel.Executors.Backend: the host, or the sandbox
-// backend the placement stage found available with its checked image).
-func (st *state) plan() (*plan.Plan, error) {
-	b, err := st.backend()
-	if err != nil {
-		return nil, err
-	}
+// plan is what the decision stages decided, for an executor: where it runs
+// (the placement; for the sandbox, the backend the placement stage found
+// available, its client and the checked image), from which the executor
+// builds the backend (executor/backend.For).
+func (st *state) plan() *plan.Plan {
 	return &plan.Plan{
 		RequestID:       st.res.RequestID,
 		Package:         st.pkg,
@@ -44,7 +37,7 @@ func (st *state) plan() (*plan.Plan, error) {
 		Input:           st.req.Input,
 		Placement:       st.res.Placement,
 		BackendName:     st.res.Backend,
-		Backend:         b,
+		Sandbox:         st.sandbox,
 		Limits:          st.set.limits,
 		Timeout:         st.set.timeout,
 		Environ:         st.k.Environ,
@@ -57,7 +50,7 @@ func (st *state) plan() (*plan.Plan, error) {
 		MCP:      st.mcp,
 		Image:    st.image(),
 		Plugins:  st.k.Plugins,
-	}, nil
+	}
 }
 
 // takeOutcome fills the result from an executor's outcome. Placement said
@@ -82,17 +75,6 @@ func (st *state) takeOutcome(out *plan.Outcome) {
 	if out.Confinement != "" && r.Reason == "" {
 		r.Reason = out.Confinement
 	}
-}
-
-// backend is the backend of the placement (Kernel.Executors.Backend): the
-// host, or the sandbox backend the placement stage found available, with
-// its checked image.
-func (st *state) backend() (plan.Backend, error) {
-	reg := st.k.Executors
-	if reg == nil || reg.Backend == nil {
-		return nil, reason.New(reason.SandboxUnavailable, "no backends are wired into this agentnode")
-	}
-	return reg.Backend(st.res.Placement, st.set.backend, st.sandbox, st.image())
 }
 
 // image is the sandbox image the placement checked (zero on the host).

@@ -1,21 +1,23 @@
 // Package plan is the contract between the decision and the execution of a
 // tool call. kernel/dispatch runs the decision stages and, only once the
 // decision record is durable, hands an executor a Plan: what was decided
-// (the package, the tool, the input, the placement and its backend, the
-// limits) and nothing it could use to change the decision. The executor
-// runs the plan on the Backend the placement chose and fills an Outcome;
-// the kernel writes the outcome record.
+// (the package, the tool, the input, where it runs: the placement, the
+// sandbox backend and image it checked; the limits) and nothing it could
+// use to change the decision. The executor builds the backend of that
+// placement and runs the plan on it (executor/backend: the contract
+// between an executor and a backend is the executors' own) and fills an
+// Outcome; the kernel writes the outcome record.
 //
 // It belongs in the trusted core because it is the kernel's side of that
 // boundary: the kernel imports this package and never an executor, and the
 // executors (executor/…) import it and never kernel/dispatch.
-// cmd/agentnode wires executors and backends into the kernel (Registry).
+// cmd/agentnode wires executors into the kernel (Registry), with Host: what
+// the placement stage asks the host backend before it decides.
 package plan
 
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/manifest"
@@ -41,12 +43,14 @@ type Plan struct {
 	Package *store.Package
 	Tool    *manifest.Tool
 	Input   json.RawMessage
-	// Placement is PlacementHost or PlacementSandbox; Backend runs
-	// processes there (BackendName is the sandbox backend's name, "" on
-	// the host).
+	// Placement is PlacementHost or PlacementSandbox: where the
+	// executor runs the plan's processes, on the backend it builds for
+	// it (executor/backend.For). BackendName is the sandbox backend's
+	// name ("" on the host) and Sandbox its client, which the placement
+	// stage found available (nil on the host).
 	Placement   string
 	BackendName string
-	Backend     Backend
+	Sandbox     *sandbox.Client
 	// Limits and Timeout are the sandbox limits and the tool timeout.
 	Limits  sandbox.Limits
 	Timeout time.Duration
@@ -120,120 +124,10 @@ type Executor interface {
 	Execute(ctx context.Context, p *Plan, out *Outcome) error
 }
 
-// Backend runs one process of a plan where the placement put it: on the
-// host (confined) or in a sandbox backend plugin. Every runtime goes
-// through the same interface, so runtime × placement is one matrix: the
-// executor says what to run (Task.Command), the backend how.
-//
-// Run returns an error only when it has no Exit: the process did not start
-// (a refused entrypoint or confinement) or the backend gave no answer, so
-// there is no proof the run is gone.
-type Backend interface {
-	Run(ctx context.Context, t *Task) (*Exit, error)
-}
-
-// Command is what a task runs, independent of where. Exactly one field is
-// set.
-type Command struct {
-	// Exec runs the package file Entrypoint (relative to the package)
-	// with Args.
-	Exec *Exec
-	// Python runs a `runtime: python` tool's entrypoint through the tool
-	// shim (sdk/python).
-	Python *Python
-	// Container is an argv inside the container, whose package is at
-	// /pack (an agent's shim command line). Only a sandbox runs it.
-	Container []string
-}
-
-// Exec is an executable inside the package, or a script of it run by an
-// interpreter.
-type Exec struct {
-	Entrypoint string
-	Args       []string
-	// Interpreter, when set, runs the script Entrypoint: in a sandbox
-	// the image's program of that name, on the host HostInterpreter (its
-	// absolute path, resolved by the caller on a fixed system PATH).
-	Interpreter     string
-	HostInterpreter string
-}
-
-// Python is a `runtime: python` tool.
-type Python struct {
-	// Entrypoint is the tool's Python entrypoint (module:function).
-	Entrypoint string
-	// PackageLevel: it is the package-level entrypoint of a tool without
-	// its own.
-	PackageLevel bool
-}
-
-// Task is one process to run.
-type Task struct {
-	// RunID names the run (the sandbox's container).
-	RunID      string
-	PackageDir string
-	Command    Command
-	// Env is the process environment on the host (already filtered); a
-	// sandbox gets none.
-	Env []string
-	// HostNetwork lets a host run open inet sockets (the host has no
-	// egress filter); a sandboxed run never has network.
-	HostNetwork bool
-	// HostConfinement is sandbox.host_confinement (host runs).
-	HostConfinement string
-	Limits          sandbox.Limits
-	Timeout         time.Duration
-	// Stdin is written to the process, then closed.
-	Stdin []byte
-	// MaxStdout bounds what is kept of stdout: past it the process is
-	// stopped (Exit.StdoutExceeded). MaxStderr bounds the stderr kept.
-	MaxStdout, MaxStderr int
-	// StdinStream and StdoutStream, when set, replace Stdin and the kept
-	// stdout, for a process that speaks a protocol as it runs (an agent,
-	// an MCP server). A failed write to StdoutStream stops the process.
-	StdinStream  io.Reader
-	StdoutStream io.Writer
-	// EgressSocket is the sealed egress proxy's socket to mount into the
-	// sandbox ("": loopback only). Never on the host.
-	EgressSocket string
-	// Workspace is the granted workspace (Plan.Workspace): the process's
-	// working directory, readable (and writable when granted so) at its
-	// own path, on the host and in a sandbox alike.
-	Workspace *sandbox.Workspace
-}
-
-// Exit is how a started process ended.
-type Exit struct {
-	ExitCode int
-	Stdout   []byte
-	Stderr   []byte
-	// StdoutExceeded: stdout went past Task.MaxStdout and the process was
-	// stopped.
-	StdoutExceeded bool
-	// TimedOut: the process was stopped at Task.Timeout.
-	TimedOut bool
-	// OOMKilled: the kernel's OOM killer ended a process of the run.
-	OOMKilled bool
-	// Confinement is the host backend's note on a run that was less than
-	// fully confined.
-	Confinement string
-	// CleanupVerified: the backend proved nothing of the run is left (the
-	// host: its process group killed and reaped; a sandbox: the
-	// container removed). A run without that proof is never a success.
-	CleanupVerified bool
-	// RunErr is the error the run ended with, for the executor to judge
-	// (a run the caller stopped, by refusing stdout, ends with one).
-	RunErr error
-}
-
 // Registry is what cmd/agentnode wires into the kernel: an executor per
-// package type, and the backend of each placement.
+// package type, and the host backend's answers to placement.
 type Registry struct {
 	Executors map[string]Executor
-	// Backend returns the backend of a placement: the host, or the
-	// sandbox backend client the placement stage found available, running
-	// image img.
-	Backend func(placement, name string, sb *sandbox.Client, img Image) (Backend, error)
 	// Host answers the placement stage's questions about the host
 	// backend. nil places nothing on the host (sandbox_unavailable).
 	Host Host
