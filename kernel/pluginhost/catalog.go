@@ -24,12 +24,6 @@ func Key(kind, name string) string { return kind + "-" + name }
 // FileName returns the binary name of a plugin: agentnode-<kind>-<name>.
 func FileName(kind, name string) string { return Prefix + Key(kind, name) }
 
-// Where a plugin binary was found.
-const (
-	SourceBin  = "bin"  // beside the agentnode executable
-	SourceHome = "home" // home.PluginsDir
-)
-
 // ParseFileName splits a binary name agentnode-<kind>-<name>. kind must be
 // one of plugin.Kinds and name must match [a-z0-9][a-z0-9-]*.
 func ParseFileName(base string) (kind, name string, ok bool) {
@@ -81,48 +75,9 @@ func DefaultBinDir() (string, error) {
 	return filepath.Dir(exe), nil
 }
 
-// Candidate is a plugin file found in a directory, before pins are
-// applied: what launch checks against its pin, and what the front end's
-// listing (cmd/agentnode/plugincat) shows.
-type Candidate struct {
-	Kind, Name string
-	Found      string // path as found: dir/agentnode-<kind>-<name>
-	Path       string // resolved
-	Source     string // SourceBin or SourceHome
-	Err        error  // resolving or stat failed
-}
-
-// ScanDir lists the plugin files in dir. A missing dir is empty.
-func ScanDir(dir, source string) ([]Candidate, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read plugin directory %s: %w", dir, err)
-	}
-	var out []Candidate
-	for _, de := range des {
-		kind, name, ok := ParseFileName(de.Name())
-		if !ok || de.IsDir() {
-			continue
-		}
-		c := Candidate{Kind: kind, Name: name, Source: source, Found: filepath.Join(dir, de.Name())}
-		c.Path, c.Err = ResolveFile(c.Found)
-		if c.Path == "" {
-			c.Path = c.Found
-		}
-		if c.Err == nil || !errors.Is(c.Err, errNotRegular) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-var errNotRegular = errors.New("not a regular file")
+// ErrNotRegular is the error of ResolveFile for a path that is not a
+// regular file.
+var ErrNotRegular = errors.New("not a regular file")
 
 // ResolveFile returns the absolute, symlink-free path of a regular file.
 func ResolveFile(path string) (string, error) {
@@ -139,38 +94,48 @@ func ResolveFile(path string) (string, error) {
 		return real, fmt.Errorf("stat %s: %w", real, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return real, fmt.Errorf("%s: %w", real, errNotRegular)
+		return real, fmt.Errorf("%s: %w", real, ErrNotRegular)
 	}
 	return real, nil
 }
 
-// Scan finds every plugin file, in search order: the bin directory first,
-// then home.PluginsDir(homeDir). Within a directory, files are in name
-// order. The first of a kind/name is the one launch runs.
-func Scan(homeDir, binDir string) ([]Candidate, error) {
-	bin, err := ScanDir(binDir, SourceBin)
-	if err != nil {
-		return nil, err
-	}
-	var hm []Candidate
+// Lookup finds the file a launch runs for kind/name, in search order: the
+// bin directory, then home.PluginsDir(homeDir) (homeDir "" skips it); in
+// each, the file FileName(kind, name), resolved (ResolveFile). A
+// directory, or a name that resolves to something other than a regular
+// file, is passed over; any other failure to resolve the first file found
+// is an error. found is false when neither directory holds one.
+// `agentnode plugins list` (cmd/agentnode/plugincat) lists every file of
+// both directories in the same order; a test there checks the two agree.
+func Lookup(homeDir, binDir, kind, name string) (path string, found bool, err error) {
+	dirs := []string{binDir}
 	if homeDir != "" {
-		if hm, err = ScanDir(home.PluginsDir(homeDir), SourceHome); err != nil {
-			return nil, err
+		dirs = append(dirs, home.PluginsDir(homeDir))
+	}
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
 		}
-	}
-	// The same directory reached twice (binDir == plugins dir, or a symlink
-	// between them) is one location, not a shadowing pair.
-	seen := make(map[string]bool, len(bin))
-	for _, c := range bin {
-		seen[c.Path] = true
-	}
-	out := bin
-	for _, c := range hm {
-		if !seen[c.Path] {
-			out = append(out, c)
+		p := filepath.Join(dir, FileName(kind, name))
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return "", false, fmt.Errorf("read plugin directory %s: %w", dir, err)
+		case fi.IsDir():
+			continue
 		}
+		real, err := ResolveFile(p)
+		if errors.Is(err, ErrNotRegular) {
+			continue
+		}
+		if err != nil {
+			return "", false, err
+		}
+		return real, true, nil
 	}
-	return out, nil
+	return "", false, nil
 }
 
 // CheckFileMode refuses a binary that someone else could replace between

@@ -310,18 +310,13 @@ func (h *Host) locate(kind, name string) (string, []byte, error) {
 	if h.initErr != nil {
 		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, h.initErr)
 	}
-	cands, err := Scan(h.homeDir, h.binDir)
+	path, found, err := Lookup(h.homeDir, h.binDir, kind, name)
 	if err != nil {
 		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, err)
 	}
-	i := slices.IndexFunc(cands, func(c Candidate) bool { return c.Kind == kind && c.Name == name })
-	if i < 0 {
+	if !found {
 		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s is not installed (no %s in %s or %s)",
 			key, FileName(kind, name), h.binDir, home.PluginsDir(h.homeDir))
-	}
-	c := cands[i]
-	if c.Err != nil {
-		return "", nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, c.Err)
 	}
 	pins, err := LoadPins(h.homeDir)
 	if err != nil {
@@ -329,12 +324,12 @@ func (h *Host) locate(kind, name string) (string, []byte, error) {
 	}
 	rec, ok := pins[key]
 	if !ok {
-		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s (%s) is not pinned; run `agentnode plugins pin %s`", key, c.Path, c.Path)
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s (%s) is not pinned; run `agentnode plugins pin %s`", key, path, path)
 	}
-	if rec.Path != c.Path {
-		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: found at %s but pinned at %s", key, c.Path, rec.Path)
+	if rec.Path != path {
+		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: found at %s but pinned at %s", key, path, rec.Path)
 	}
-	if err := CheckFileMode(c.Path); err != nil {
+	if err := CheckFileMode(path); err != nil {
 		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
 	}
 	// The file is hashed once, by pinnedRunner on the opened file right
@@ -344,7 +339,7 @@ func (h *Host) locate(kind, name string) (string, []byte, error) {
 	if err != nil { // validated by LoadPins
 		return "", nil, reason.New(reason.PluginUnpinned, "plugin %s: %w", key, err)
 	}
-	return c.Path, checksum, nil
+	return path, checksum, nil
 }
 
 // clientConfig is the go-plugin configuration of one plugin launch.

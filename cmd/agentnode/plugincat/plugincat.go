@@ -4,10 +4,10 @@
 //
 // It sits outside the kernel because no run lists or pins a plugin: a
 // launch only reads pins.json and checks the binary it finds against its
-// pin (kernel/pluginhost). The parts both use stay there, one of each:
-// the search order (pluginhost.Scan), the file-name rule, the pin file's
-// reader and its validation (pluginhost.LoadPins) and the file-mode check
-// (pluginhost.CheckFileMode).
+// pin (pluginhost.Lookup, which looks only for the one file it needs).
+// The parts both use stay there, one of each: the file-name rule, the pin
+// file's reader and its validation (pluginhost.LoadPins) and the
+// file-mode check (pluginhost.CheckFileMode).
 package plugincat
 
 import (
@@ -31,7 +31,7 @@ import (
 )
 
 // SourcePin is the Source of an entry found only in pins.json: its file
-// is gone. (pluginhost.SourceBin and SourceHome are the others.)
+// is gone. (SourceBin and SourceHome are the others.)
 const SourcePin = "pin"
 
 // Hash states reported by Discover.
@@ -85,7 +85,7 @@ func kindRank(kind string) int {
 // runs; later ones are marked Shadowed. Entries are sorted by kind (in
 // plugin.Kinds order), name, then search order.
 func Discover(homeDir, binDir string) ([]Entry, error) {
-	cands, err := pluginhost.Scan(homeDir, binDir)
+	cands, err := scan(homeDir, binDir)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func Discover(homeDir, binDir string) ([]Entry, error) {
 		out = append(out, Entry{Kind: kind, Name: name, Path: rec.Path, Source: SourcePin,
 			Pinned: true, Hash: HashMissing, Shadowed: first[key] != "", ShadowedBy: first[key]})
 	}
-	order := map[string]int{pluginhost.SourceBin: 0, pluginhost.SourceHome: 1, SourcePin: 2}
+	order := map[string]int{SourceBin: 0, SourceHome: 1, SourcePin: 2}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Kind != b.Kind {
@@ -276,7 +276,7 @@ func PinBundled(homeDir, binDir string) ([]PinRecord, error) {
 		}
 		binDir = d
 	}
-	cands, err := pluginhost.ScanDir(binDir, pluginhost.SourceBin)
+	cands, err := scanDir(binDir, SourceBin)
 	if err != nil {
 		return nil, err
 	}
