@@ -19,7 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
+	"github.com/agentnode/agentnode/test/keychaintest"
 )
 
 // `agentnode mcp serve` driven by real MCP clients: the official Go SDK

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
+	"github.com/agentnode/agentnode/test/keychaintest"
 )
 
 // TestPromptOnTTY drives the real `agentnode run` with a real pseudo-terminal

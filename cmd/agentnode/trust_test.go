@@ -22,11 +22,11 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/trust"
 	"github.com/agentnode/agentnode/sdk/trust/attestation"
+	"github.com/agentnode/agentnode/test/keychaintest"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/test/keychaintest"
 )
 
 // witnessHome is anchoredHome with a witness in the real OS keychain under

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
+	"github.com/agentnode/agentnode/test/keychaintest"
 )
 
 func randomKey(t *testing.T) []byte {

@@ -32,10 +32,10 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/keychain"
-	"github.com/agentnode/agentnode/kernel/keychain/keychaintest"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/sdk/broker"
 	"github.com/agentnode/agentnode/sdk/broker/provider"
+	"github.com/agentnode/agentnode/test/keychaintest"
 )
 
 var built struct {
