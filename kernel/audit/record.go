@@ -45,6 +45,9 @@
 // holds it to the reference: whatever the scanner accepts, parseSlow
 // accepts with the same chain fields (seq, prev, hash, event, request id,
 // decision); what it refuses, parseSlow decides.
+//
+// It is in the trusted core because a run goes ahead only once its decision
+// record is durable, and no other code writes the log.
 package audit
 
 import (

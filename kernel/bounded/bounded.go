@@ -13,6 +13,9 @@
 // The limits themselves belong to the callers (manifest, config, tool
 // input); they are documented in specs/manifest.md, specs/config.md and
 // specs/toolio.md.
+//
+// It is in the trusted core because the kernel reads attacker-controlled
+// documents (manifests, lockfiles, config, plugin answers) before it decides.
 package bounded
 
 import (

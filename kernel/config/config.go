@@ -17,6 +17,9 @@
 // setup`, `config set`, `trust add-key`, image pins) is a front end's:
 // cmd/agentnode/configedit, which goes through this package's checks
 // (ReadDocument, ValidateDocument, Problems, Keys) before it writes.
+//
+// It is in the trusted core because every decision starts from the config it
+// reads; writing the file is a front end's task (cmd/agentnode/configedit).
 package config
 
 import (

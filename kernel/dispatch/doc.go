@@ -20,4 +20,7 @@
 // it runs (an agent's tool and LLM calls, the audit of an MCP server's
 // sealed egress) goes through plan.Services (services.go, egress.go),
 // where the decisions and records stay.
+//
+// It is the centre of the trusted core: the only code that decides whether a
+// call runs, and where.
 package dispatch

@@ -32,6 +32,9 @@
 //
 // with the numbers in decimal. A path holds no NUL, so it may hold spaces
 // and newlines. A file that does not parse as a whole is no cache at all.
+//
+// It is in the trusted core because the checks of plugins, packages and images
+// before every launch and run use it.
 package hashcache
 
 import (

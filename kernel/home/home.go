@@ -1,6 +1,9 @@
 // Package home knows where agentnode keeps its files: AGENTNODE_HOME
 // (default ~/.agentnode) and the fixed layout below it (specs/cli.md, Files), plus the
 // AGENTNODE_CONFIG and AGENTNODE_LOCKFILE overrides.
+//
+// It is in the trusted core because every decision reads its files from these
+// paths.
 package home
 
 import (

@@ -16,6 +16,9 @@
 // FuzzAppend (test/run.sh) holds both to encoding/json: Append byte for
 // byte on any string, AppendPython on valid UTF-8 with U+2028 and U+2029
 // left raw (the one difference), and both decode back to the string.
+//
+// It is in the trusted core because the audit log and the lockfile, whose bytes
+// are hashed, are written with it.
 package jsonstr
 
 import "unicode/utf8"

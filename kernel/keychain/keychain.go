@@ -11,6 +11,9 @@
 // and that the Secret Service answers on it, with a deadline. That keeps
 // godbus from auto-launching a stray dbus-daemon (dbus-launch) when there is
 // no session, and turns "nothing there" into a clear error instead of a hang.
+//
+// It is in the trusted core because the keys that seal the audit anchor and the
+// lockfile are read through it.
 package keychain
 
 import (

@@ -13,6 +13,9 @@
 // agent.entrypoint too, that are executable regular files inside the
 // package, for runtime python that they are module.path[:function]).
 // Every problem is reported with the file and the dotted path of the field.
+//
+// It is in the trusted core because a decision reads the installed package's
+// manifest (its tools, permissions, runtime) before every run.
 package manifest
 
 import (

@@ -13,6 +13,8 @@
 // executors (executor/…) import it and never kernel/dispatch.
 // cmd/agentnode wires executors into the kernel (Registry), with Host: what
 // the placement stage asks the host backend before it decides.
+//
+// It is in the trusted core because it is all that the decision hands over.
 package plan
 
 import (

@@ -26,6 +26,9 @@
 // converted by CallError.
 //
 // specs/plugins.md documents the user-visible behaviour.
+//
+// It is in the trusted core because the trust and Guard plugins a decision asks
+// are launched, pinned and checked here.
 package pluginhost
 
 import (

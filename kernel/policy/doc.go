@@ -57,4 +57,6 @@
 // Decide does not allocate: actions are a bitset, the override key is built
 // in a stack buffer, and the human-readable reason is built only when
 // Decision.Reason is called.
+//
+// It is in the trusted core because it is Guard's decision.
 package policy

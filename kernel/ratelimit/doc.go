@@ -25,4 +25,7 @@
 // 120/min, 2000/h, burst 20/s; Guard's strict mode caps any limit at 30/min
 // and 500/h (it only tightens; the burst keeps its value). guard.rate_limits
 // replaces the defaults for one package (see Resolve).
+//
+// It is in the trusted core because a rate limit is one of the decision's
+// stages.
 package ratelimit

@@ -5,6 +5,9 @@
 // errors.Is(err, reason.ErrPolicyDenied) works through any amount of %w
 // wrapping and CodeOf(err) recovers the code for the audit record and the
 // CLI's JSON output.
+//
+// It is in the trusted core because every refusal and every audit record
+// carries one of its codes.
 package reason
 
 import (

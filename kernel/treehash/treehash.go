@@ -16,6 +16,9 @@
 // regular file is hashed only if it is still the file the walk listed.
 // Changing either format changes recorded digests (test vectors in
 // treehash_test.go hold them).
+//
+// It is in the trusted core because the checks of packages and images before
+// every run are these hashes.
 package treehash
 
 import (

@@ -22,6 +22,9 @@
 // current. The cache is as trusted as the files it vouches for: whoever can
 // write $AGENTNODE_HOME/state can write config.json too. A missing, unreadable
 // or unwritable cache only means documents are validated again.
+//
+// It is in the trusted core because it decides when a config or a manifest need
+// not be validated again.
 package validcache
 
 import (
