@@ -25,12 +25,19 @@ var stdlibDir = regexp.MustCompile(`^usr/lib/python3\.[0-9]+$`)
 
 // compileScript reads records (name, source) from stdin and writes, for
 // each source that compiles, a record (the path of its bytecode, the
-// bytecode) to stdout: a checked hash-based .pyc (PEP 552) at the place
+// bytecode) to stdout: an unchecked hash-based .pyc (PEP 552) at the place
 // importlib.util.cache_from_source names, compiled as py_compile does with
 // the image's path as the code's file name. A record is a 4-byte
 // big-endian length and that many bytes, twice. A hash-based .pyc holds
-// no time, and the interpreter compares it with its source's hash on every
-// import, so it never stands for other source.
+// no time (the same sources give the same bytes). Unchecked: the
+// interpreter loads it without reading and hashing its source on every
+// import (~5 ms of every call's start, 4.5 ms CPU median over 30 starts
+// importing asyncio, json, datetime and subprocess). That is sound
+// because the bytecode is as much a part of the image as its source: it
+// is compiled from that source here, and whatever verifies the image
+// before a run (the rootfs tree hash, the layer digests) covers both, so
+// neither can change without the other's check failing; and an attacker
+// who could change both gains nothing from a source check either.
 const compileScript = `import sys, struct, importlib.util, importlib._bootstrap_external as be
 def read(f, n):
     b = f.read(n)
@@ -46,7 +53,7 @@ while inp.peek(1):
         code = compile(src, name, "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         continue  # never importable; compileall skips it too
-    pyc = bytes(be._code_to_hash_pyc(code, importlib.util.source_hash(src), checked=True))
+    pyc = bytes(be._code_to_hash_pyc(code, importlib.util.source_hash(src), checked=False))
     cache = importlib.util.cache_from_source(name).encode("utf-8")
     out.write(struct.pack(">I", len(cache)) + cache + struct.pack(">I", len(pyc)) + pyc)
 out.flush()

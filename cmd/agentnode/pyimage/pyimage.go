@@ -382,10 +382,10 @@ func createdBy(c *Contents) string {
 		fmt.Fprintf(&b, ", CA bundle of %d certificates", c.Certificates)
 	}
 	if c.Bytecode > 0 {
-		fmt.Fprintf(&b, ", standard library bytecode (%d checked hash-based .pyc)", c.Bytecode-c.DistBytecode)
+		fmt.Fprintf(&b, ", standard library bytecode (%d unchecked hash-based .pyc)", c.Bytecode-c.DistBytecode)
 	}
 	if c.DistBytecode > 0 {
-		fmt.Fprintf(&b, ", dist-packages bytecode (%d checked hash-based .pyc)", c.DistBytecode)
+		fmt.Fprintf(&b, ", dist-packages bytecode (%d unchecked hash-based .pyc)", c.DistBytecode)
 	}
 	return b.String()
 }
