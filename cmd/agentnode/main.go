@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	_ "github.com/agentnode/agentnode/cmd/agentnode/gcpercent" // GOGC before the other packages' init
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -25,19 +26,7 @@ var commands []func() *cobra.Command
 
 func register(f func() *cobra.Command) { commands = append(commands, f) }
 
-// commandGCPercent is the garbage collector's setting for a command: an
-// agentnode command is a short-lived process with a heap of a few
-// megabytes, and collecting at 400% instead of 100% of the live heap spares
-// it the collections that otherwise compete with its plugins' start-up for
-// the CPU (about 3 ms of a cold `agentnode run` on two cores). A GOGC the
-// user set wins; `mcp serve`, which runs for long, goes back to the default
-// (useDefaultGC).
-const commandGCPercent = 400
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(commandGCPercent)
-	}
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
