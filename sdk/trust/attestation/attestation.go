@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/agentnode/agentnode/sdk/trust"
@@ -85,16 +86,23 @@ type Attestation struct {
 	Signature    string    `json:"signature"`
 }
 
-var (
-	rePackageID = regexp.MustCompile(`^[a-z0-9-]{3,60}$`)
-	// Semantic Versioning 2.0.0 (semver.org), no leading "v".
-	reVersion = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
-		`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
-		`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
-	reArtifactHash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	reIssuer       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	reTime         = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`)
-)
+// patterns are the fields' syntax, compiled on first use: not every
+// process that links this package checks an attestation (agentnode's run
+// path does not; its trust plugin does), and compiling them (the
+// repetitions {0,63} and {64} make large programs) cost ~1 ms and 160 KB
+// of every such process's start.
+var patterns = sync.OnceValue(func() *struct{ packageID, version, artifactHash, issuer, time *regexp.Regexp } {
+	return &struct{ packageID, version, artifactHash, issuer, time *regexp.Regexp }{
+		packageID: regexp.MustCompile(`^[a-z0-9-]{3,60}$`),
+		// Semantic Versioning 2.0.0 (semver.org), no leading "v".
+		version: regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+			`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
+			`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`),
+		artifactHash: regexp.MustCompile(`^sha256:[0-9a-f]{64}$`),
+		issuer:       regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`),
+		time:         regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$`),
+	}
+})
 
 // AttestableLevels are the values trust_level may take ("unknown" is what
 // the absence of a valid attestation means, so it cannot be attested).
@@ -114,7 +122,7 @@ func ValidateLevel(level string) error {
 // 1–64 characters from [A-Za-z0-9._-], starting with a letter or digit (the
 // key id pattern of trust.keys in config.json).
 func ValidateIssuer(id string) error {
-	if !reIssuer.MatchString(id) {
+	if !patterns().issuer.MatchString(id) {
 		return fmt.Errorf("%w: issuer %q must be 1-64 characters of [A-Za-z0-9._-] starting with a letter or digit", ErrMalformed, id)
 	}
 	return nil
@@ -122,13 +130,13 @@ func ValidateIssuer(id string) error {
 
 // validate checks every field except the signature.
 func (a *Attestation) validate() error {
-	if !rePackageID.MatchString(a.PackageID) {
+	if !patterns().packageID.MatchString(a.PackageID) {
 		return fmt.Errorf("%w: package_id %q must be 3-60 characters of [a-z0-9-]", ErrMalformed, a.PackageID)
 	}
-	if len(a.Version) > 128 || !reVersion.MatchString(a.Version) {
+	if len(a.Version) > 128 || !patterns().version.MatchString(a.Version) {
 		return fmt.Errorf("%w: version %q is not a semantic version", ErrMalformed, a.Version)
 	}
-	if !reArtifactHash.MatchString(a.ArtifactHash) {
+	if !patterns().artifactHash.MatchString(a.ArtifactHash) {
 		return fmt.Errorf("%w: artifact_hash %q must be \"sha256:\" and 64 lowercase hex digits", ErrMalformed, a.ArtifactHash)
 	}
 	if err := ValidateLevel(a.TrustLevel); err != nil {
@@ -162,7 +170,7 @@ func checkTime(field string, t time.Time) error {
 func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 func parseTime(field, s string) (time.Time, error) {
-	if !reTime.MatchString(s) {
+	if !patterns().time.MatchString(s) {
 		return time.Time{}, fmt.Errorf("%w: %s %q must be RFC 3339 UTC with whole seconds (YYYY-MM-DDTHH:MM:SSZ)", ErrMalformed, field, s)
 	}
 	t, err := time.Parse(TimeLayout, s)
