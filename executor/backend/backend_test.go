@@ -30,7 +30,7 @@ func TestSandboxArgs(t *testing.T) {
 		{Command{Exec: &Exec{Entrypoint: "server.js", Args: []string{"--stdio"}, Interpreter: "node", HostInterpreter: "/usr/bin/node"}},
 			[]string{"node", "/pack/server.js", "--stdio"}},
 		{Command{Python: &Python{Entrypoint: "pkg.mod:run"}},
-			python.Command(python.Interpreter, python.ShimPath, "/pack", "pkg.mod:run", false)},
+			python.ImageCommand("/pack", "pkg.mod:run", false)},
 		{Command{Container: []string{"/pack/bin/agent"}}, []string{"/pack/bin/agent"}},
 	} {
 		got, err := sandboxArgs(c.cmd)

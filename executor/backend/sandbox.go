@@ -83,7 +83,7 @@ func (s *Sandbox) Run(ctx context.Context, t *Task) (*Exit, error) {
 func sandboxArgs(c Command) ([]string, error) {
 	switch {
 	case c.Python != nil:
-		return python.Command(python.Interpreter, python.ShimPath, "/pack", c.Python.Entrypoint, c.Python.PackageLevel), nil
+		return python.ImageCommand("/pack", c.Python.Entrypoint, c.Python.PackageLevel), nil
 	case c.Exec != nil:
 		var argv []string
 		if c.Exec.Interpreter != "" {

@@ -47,6 +47,28 @@ func Command(python, shim, packDir, entrypoint string, packageLevel bool) []stri
 	return append(argv, packDir, entrypoint)
 }
 
+// imageLauncher is the program ImageCommand runs (python3 -c): it imports
+// the shim at ShimPath as a module, so that Python loads the bytecode the
+// image holds for it (its __pycache__, compiled when the image is built)
+// instead of compiling it from source, as it always does for a script
+// (~2 ms of every call); then it takes the shim's directory off sys.path
+// and the module out of sys.modules, so neither is seen by the package
+// (which may have a module of that name), and calls its main, which reads
+// its arguments from sys.argv[1:] as the script does.
+const imageLauncher = `import sys;sys.path.insert(0,"/usr/lib/agentnode");import agentnode_tool as t;del sys.path[0],sys.modules["agentnode_tool"];t.main()`
+
+// ImageCommand is Command for the Python runtime image, whose shim is at
+// ShimPath with its bytecode: the same flags and arguments, the shim
+// imported by a launcher (-c) rather than run as a script. Without the
+// bytecode Python compiles the shim, as for a script; the call is the same.
+func ImageCommand(packDir, entrypoint string, packageLevel bool) []string {
+	argv := []string{Interpreter, "-I", "-S", "-B", "-c", imageLauncher}
+	if packageLevel {
+		argv = append(argv, "--package-entrypoint")
+	}
+	return append(argv, packDir, entrypoint)
+}
+
 // ShimName is the shim's file name, wherever it is written.
 const ShimName = "agentnode_tool.py"
 

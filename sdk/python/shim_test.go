@@ -335,3 +335,65 @@ func TestCommand(t *testing.T) {
 		t.Fatalf("Command(packageLevel) = %q", got)
 	}
 }
+
+// TestImageCommand runs the launcher ImageCommand gives (the image's shim
+// directory moved to a temporary one with the same layout): with the
+// shim's bytecode present (an unchecked hash-based .pyc, as the image
+// holds), the shim loads from it instead of being compiled, and answers as
+// the script does; the package sees neither the shim's directory on
+// sys.path nor its module, even one of its own named agentnode_tool.
+func TestImageCommand(t *testing.T) {
+	needPython(t)
+	dir := filepath.Join(t.TempDir(), "usr", "lib", "agentnode")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ShimName), Shim, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	compile := exec.Command(hostPython, "-I", "-S", "-c",
+		"import py_compile, sys; py_compile.compile(sys.argv[1], invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH, doraise=True)",
+		filepath.Join(dir, ShimName))
+	if out, err := compile.CombinedOutput(); err != nil {
+		t.Fatalf("compile the shim: %v\n%s", err, out)
+	}
+	pack := filepath.Join(t.TempDir(), "pack")
+	if err := os.MkdirAll(pack, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe := "import sys\n" +
+		"def probe():\n" +
+		"    import agentnode_tool\n" +
+		"    return {'own': agentnode_tool.OWN, 'path': [p for p in sys.path if 'agentnode' in p and p.endswith('agentnode')]}\n"
+	for name, src := range map[string]string{"probe.py": probe, "agentnode_tool.py": "OWN = True\n"} {
+		if err := os.WriteFile(filepath.Join(pack, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	argv := ImageCommand(pack, "probe:probe", false)
+	if want := []string{Interpreter, "-I", "-S", "-B", "-c"}; strings.Join(argv[:5], " ") != strings.Join(want, " ") ||
+		argv[6] != pack || argv[7] != "probe:probe" || len(argv) != 8 || !strings.Contains(argv[5], path(ShimPath)) {
+		t.Fatalf("ImageCommand = %q", argv)
+	}
+	argv[0] = hostPython
+	argv[5] = strings.ReplaceAll(argv[5], path(ShimPath), dir)
+	argv = append(argv[:1], append([]string{"-v"}, argv[1:]...)...)
+	run := runShim(t, argv, nil, request(t, "probe", `{}`))
+	resp := checkResponse(t, run.stdout)
+	var got struct {
+		Own  bool     `json:"own"`
+		Path []string `json:"path"`
+	}
+	if !resp.OK || json.Unmarshal(resp.Result, &got) != nil || !got.Own || len(got.Path) != 0 {
+		t.Fatalf("response %s %s; stderr:\n%s", resp.Result, resp.Error, run.stderr)
+	}
+	if !strings.Contains(run.stderr, "# code object from '"+filepath.Join(dir, "__pycache__", "agentnode_tool.")) {
+		t.Errorf("the shim was not loaded from its bytecode:\n%s", run.stderr)
+	}
+	if got := ImageCommand(pack, "m.tool", true); got[6] != "--package-entrypoint" || got[7] != pack || len(got) != 9 {
+		t.Errorf("ImageCommand(packageLevel) = %q", got)
+	}
+}
+
+// path is the directory of the image path p.
+func path(p string) string { return filepath.Dir(p) }

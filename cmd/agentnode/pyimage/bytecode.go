@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
+	"github.com/agentnode/agentnode/sdk/python"
 )
 
 // stdlibDir matches the standard library's directory in the image,
@@ -68,9 +69,14 @@ const maxBytecode = 1 << 30
 // image).
 const distPackages = "usr/lib/python3/dist-packages"
 
+// shimDir is the directory of the shims (sdk/python): compiled like the
+// standard library, so that the tool shim imported by
+// python.ImageCommand's launcher, and the agent shim, load from bytecode.
+var shimDir = path.Dir(strings.TrimPrefix(python.ShimPath, "/"))
+
 // compileStdlib returns the bytecode of the standard library's modules
-// among files, and of the modules in Debian's dist-packages (pip and its
-// dependencies in the installer image), compiled by the interpreter of the
+// among files, of the modules in Debian's dist-packages (pip and its
+// dependencies in the installer image) and of the shims, compiled by the interpreter of the
 // packages they were taken from (the image's own, at
 // root/usr/bin/python3.N), so that the image's interpreter does not compile
 // every module it imports on every start (it cannot write bytecode: the
@@ -92,7 +98,7 @@ func compileStdlib(root string, files []imagebuild.File) ([]imagebuild.File, err
 	if lib == "" {
 		return nil, nil
 	}
-	dirs := []string{lib, distPackages}
+	dirs := []string{lib, distPackages, shimDir}
 	var sources []imagebuild.File
 	for _, f := range files {
 		if f.Type == tar.TypeReg && path.Ext(f.Name) == ".py" && under(f.Name, dirs) {

@@ -128,6 +128,12 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 		if !strings.Contains(stderr, "# code object from '/usr/lib/python3") || !strings.Contains(stderr, "/json/__pycache__/__init__.") {
 			t.Fatalf("json was not loaded from its bytecode:\n%s", stderr)
 		}
+		// The tool shim too, imported as python.ImageCommand does.
+		_, stderr = inRootfs(t, rootfs, "", "", python.Interpreter, "-I", "-S", "-B", "-v", "-c",
+			`import sys; sys.path.insert(0, "/usr/lib/agentnode"); import agentnode_tool`)
+		if !strings.Contains(stderr, "# code object from '/usr/lib/agentnode/__pycache__/agentnode_tool.") {
+			t.Fatalf("the shim was not loaded from its bytecode:\n%s", stderr)
+		}
 	})
 
 	t.Run("shim", func(t *testing.T) {
@@ -167,7 +173,7 @@ print(ssl.OPENSSL_VERSION.split()[0], sqlite3.sqlite_version_info[0], os.getuid(
 				t.Fatalf("%s on the host: %v", tc.entrypoint, err)
 			}
 			got, stderr := inRootfs(t, rootfs, filepath.Join(packs, tc.pack), string(req),
-				python.Command(python.Interpreter, python.ShimPath, "/pack", tc.entrypoint, false)...)
+				python.ImageCommand("/pack", tc.entrypoint, false)...)
 			if got != string(want) {
 				t.Errorf("%s in the image: %s\nhost: %s\nstderr: %s", tc.entrypoint, got, want, stderr)
 			}
