@@ -18,10 +18,10 @@ import (
 	"github.com/agentnode/agentnode/executor/egress"
 	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/config"
-	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -41,9 +41,9 @@ type depsSource struct {
 // gets them installed from src by pip in the configured sandbox backend,
 // with the image sandbox.python_installer_image (cmd/agentnode/pydeps). From an
 // index, a sealed egress proxy allowing the index's host on port 443 alone
-// is started for the install (executor/egress with the kernel's audit,
-// dispatch.OpenEgressAudit: the MCP servers' plugin, checks and audit
-// records) and stopped after it; a teardown it
+// is started for the install (executor/egress with its audit,
+// egress.OpenAudit: the MCP servers' plugin, checks and audit records)
+// and stopped after it; a teardown it
 // cannot verify fails the install. A package without dependencies needs
 // neither a source nor the sandbox. The returned cleanup stops the backend
 // plugin if one started.
@@ -113,14 +113,13 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host *pluginhost.Host, in *pydeps.Installer,
 	idx pydeps.Index, m *manifest.Manifest, content string, reqs []string) ([]string, error) {
 	domains := []string{idx.Host}
-	a, err := dispatch.OpenEgressAudit(dispatch.EgressAuditOptions{
+	a, err := egress.OpenAudit(plan.EgressAudit{
 		AuditDir: home.AuditDir(dir),
 		Audit: audit.Options{MaxSizeBytes: cfg.Audit.MaxSizeMB << 20, MaxFiles: int(cfg.Audit.MaxFiles),
 			Anchor: audit.HomeAnchor(home.AuditAnchorPath(dir))},
-		Base: audit.Record{Package: m.PackageID, Version: m.Version, Placement: dispatch.PlacementSandbox,
+		Base: audit.Record{Package: m.PackageID, Version: m.Version, Placement: plan.PlacementSandbox,
 			Backend: in.Backend, Env: audit.Env{Root: os.Geteuid() == 0}},
-		Domains: domains,
-	})
+	}, domains)
 	if err != nil {
 		return nil, err
 	}

@@ -143,7 +143,7 @@ func (s *testServices) Broker(ctx context.Context) (*broker.Client, error) {
 func (s *testServices) PrestartBroker() {}
 
 // EgressAudit: an agent never has sealed egress.
-func (s *testServices) EgressAudit([]string) (plan.EgressAudit, error) {
+func (s *testServices) EgressAudit() (*plan.EgressAudit, error) {
 	return nil, reason.New(reason.EgressDenied, "agents have no sealed egress")
 }
 

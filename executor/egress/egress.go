@@ -9,11 +9,13 @@
 // It sits outside the kernel because it is execution: it starts a helper
 // process, hands its socket to the sandbox and proves its teardown.
 // Everything the sandbox sends is parsed in the plugin's process, never in
-// agentnode's. The kernel keeps the decision and the audit
-// (plan.EgressAudit, kernel/dispatch/egress.go): the proxy reports each
-// connection over its session, the kernel writes the audit record and
-// checks every allow against the sealed allowlist, and only then does the
-// proxy go on; a record that cannot be written refuses the connection.
+// agentnode's. The kernel keeps the decision (the sealed allowlist, sealed
+// egress for the sandbox alone) and gives what the audit is opened with
+// (plan.Services.EgressAudit); the auditor here (OpenAudit, audit.go)
+// builds the record of each connection the proxy reports over its session,
+// checks every allow against the sealed allowlist again, and writes the
+// record through the audit log (kernel/audit) before the proxy goes on;
+// a record that cannot be written refuses the connection.
 // A proxy process that dies, breaks the protocol or reports an allow
 // outside the allowlist fails the session (Failed), and a teardown that is
 // not verified (by the plugin, then here: no socket, no directory) is
@@ -28,7 +30,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/egress"
@@ -66,9 +67,9 @@ func socketDir() string {
 type Options struct {
 	// Plugins starts the egress plugin process.
 	Plugins *pluginhost.Host
-	// Audit is the kernel's audit of this proxy's events; Start takes
-	// it over (Stop, or a failed Start, closes it).
-	Audit plan.EgressAudit
+	// Audit is the audit of this proxy's events (OpenAudit); Start
+	// takes it over (Stop, or a failed Start, closes it).
+	Audit Auditor
 	// What names the caller in errors ("package pack-id").
 	What string
 	// Domains are the hosts allowed, on port 443 (checked by the kernel
@@ -81,7 +82,7 @@ type Proxy struct {
 	sock   string
 	failed chan struct{}
 	pid    int
-	audit  plan.EgressAudit
+	audit  Auditor
 	stop   func() error
 }
 

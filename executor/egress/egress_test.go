@@ -21,7 +21,6 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/plugincat"
 	"github.com/agentnode/agentnode/kernel/audit"
-	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -29,8 +28,8 @@ import (
 )
 
 // The proxy of these tests is the real egress plugin (both builds, pinned
-// in a set-up home), and its events are audited by the kernel's real
-// auditor (dispatch.OpenEgressAudit) into the home's audit log.
+// in a set-up home), and its events are audited by the real auditor
+// (OpenAudit) into the home's anchored audit log.
 
 // TestMain removes the egress plugins' build directory after the tests.
 func TestMain(m *testing.M) {
@@ -75,13 +74,7 @@ func newTestHome(t *testing.T) *testHome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if _, _, err := configedit.Setup(home.ConfigPath(dir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(home.AuditDir(dir), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	dir := auditHome(t)
 	if _, err := plugincat.PinBundled(dir, bin); err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +83,28 @@ func newTestHome(t *testing.T) *testHome {
 	return h
 }
 
+// auditHome is a set-up home with its audit directory.
+func auditHome(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, _, err := configedit.Setup(home.ConfigPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home.AuditDir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // runBase is the fixed part of a run's egress records.
 var runBase = audit.Record{RequestID: "req-egress", Package: "echo-mcp", Version: "1.0.0", Tool: "fetch", Trust: "verified",
 	Placement: plan.PlacementSandbox, Backend: "libcontainer", Decision: "allow"}
 
-// audit opens the kernel's audit of a proxy allowing domains.
-func (h *testHome) audit(t *testing.T, base audit.Record, domains []string) plan.EgressAudit {
+// audit opens the audit of a proxy allowing domains.
+func (h *testHome) audit(t *testing.T, base audit.Record, domains []string) Auditor {
 	t.Helper()
-	a, err := dispatch.OpenEgressAudit(dispatch.EgressAuditOptions{AuditDir: home.AuditDir(h.dir),
-		Audit: audit.Options{Anchor: audit.HomeAnchor(home.AuditAnchorPath(h.dir))}, Base: base, Domains: domains})
+	a, err := OpenAudit(plan.EgressAudit{AuditDir: home.AuditDir(h.dir),
+		Audit: audit.Options{Anchor: audit.HomeAnchor(home.AuditAnchorPath(h.dir))}, Base: base}, domains)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +324,7 @@ func TestReleasePluginRefusesTestDestinations(t *testing.T) {
 // Without a plugin host nothing starts, and the audit handle is closed.
 func TestStartWithoutPlugins(t *testing.T) {
 	h := newTestHome(t)
-	a := &closeWatch{EgressAudit: h.audit(t, runBase, []string{"api.example.com"})}
+	a := &closeWatch{Auditor: h.audit(t, runBase, []string{"api.example.com"})}
 	_, err := Start(context.Background(), Options{Audit: a, What: "package p",
 		Domains: []string{"api.example.com"}})
 	if reason.CodeOf(err) != reason.PluginUnavailable {
@@ -329,13 +335,13 @@ func TestStartWithoutPlugins(t *testing.T) {
 	}
 }
 
-// closeWatch counts the Close calls of an EgressAudit.
+// closeWatch counts the Close calls of an Auditor.
 type closeWatch struct {
-	plan.EgressAudit
+	Auditor
 	closed int
 }
 
-func (c *closeWatch) Close() error { c.closed++; return c.EgressAudit.Close() }
+func (c *closeWatch) Close() error { c.closed++; return c.Auditor.Close() }
 
 // Outside a run (agentnode install from a package index): the same proxy
 // and audit — a fresh request id, the caller's package, the refused

@@ -46,7 +46,7 @@ type egressCounter struct {
 	asked int
 }
 
-func (c *egressCounter) EgressAudit([]string) (plan.EgressAudit, error) {
+func (c *egressCounter) EgressAudit() (*plan.EgressAudit, error) {
 	c.asked++
 	return nil, reason.New(reason.AuditUnavailable, "not in this test")
 }

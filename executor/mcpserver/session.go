@@ -146,14 +146,18 @@ func startSession(initCtx, runCtx context.Context, p *plan.Plan, b backend.Backe
 }
 
 // startEgress starts the sealed egress proxy of p's server, every event
-// audited by the kernel (plan.Services.EgressAudit) on a handle of the
-// audit log of its own: under `agentnode mcp serve` the proxy outlives the
-// run that started it.
+// audited (egress.OpenAudit, opened with what the kernel gives for the run:
+// plan.Services.EgressAudit) on a handle of the audit log of its own: under
+// `agentnode mcp serve` the proxy outlives the run that started it.
 func startEgress(ctx context.Context, p *plan.Plan) (*egress.Proxy, error) {
 	if p.Services == nil {
 		return nil, reason.New(reason.AuditUnavailable, "package %s: no kernel services to audit the egress proxy", p.Package.ID)
 	}
-	a, err := p.Services.EgressAudit(p.MCP.Domains)
+	o, err := p.Services.EgressAudit()
+	if err != nil {
+		return nil, err
+	}
+	a, err := egress.OpenAudit(*o, p.MCP.Domains)
 	if err != nil {
 		return nil, err
 	}

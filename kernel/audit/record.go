@@ -51,6 +51,9 @@
 package audit
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"time"
 )
 
@@ -60,6 +63,16 @@ const (
 	EventOutcome  = "outcome"  // a tool ran; exit code and duration
 	EventTornTail = "torn_tail"
 )
+
+// NewRequestID is a fresh request id: 24 hex digits of randomness (the
+// clock when there is none), tying a request's records together.
+func NewRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("req-%d", time.Now().UnixNano())
+	}
+	return hex.EncodeToString(b[:])
+}
 
 // Genesis is the prev of the first record ever written (seq 1).
 const Genesis = "0000000000000000000000000000000000000000000000000000000000000000"

@@ -65,7 +65,7 @@ func agentState(t testing.TB, m *manifest.Manifest, edit func(*config.Config)) *
 	return &state{
 		k:   k,
 		req: &Request{Package: m.PackageID, Tool: "act"},
-		res: &Result{RequestID: newRequestID(), Decision: "allow", Package: m.PackageID, Version: "0.1.0",
+		res: &Result{RequestID: audit.NewRequestID(), Decision: "allow", Package: m.PackageID, Version: "0.1.0",
 			Tool: "act", Trust: "unknown", Placement: PlacementSandbox, Backend: "libcontainer"},
 		set: set,
 		pkg: &store.Package{ID: m.PackageID, Version: "0.1.0", Manifest: m},

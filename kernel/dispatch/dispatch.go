@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,7 +245,7 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 		k:   k,
 		req: req,
 		res: &Result{
-			RequestID: newRequestID(),
+			RequestID: audit.NewRequestID(),
 			Package:   req.Package,
 			Tool:      req.Tool,
 			Placement: PlacementNone,
@@ -480,14 +478,6 @@ func (k *Kernel) recordOutcome(st *state) error {
 func restoreOwnLimits() error {
 	_, err := ownlimits.Restore()
 	return err
-}
-
-func newRequestID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Sprintf("req-%d", time.Now().UnixNano())
-	}
-	return hex.EncodeToString(b[:])
 }
 
 func joinActions(as []policy.Action) string {

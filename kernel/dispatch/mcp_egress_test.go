@@ -1,16 +1,15 @@
 package dispatch
 
 import (
-	"net/netip"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/kernel/audit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/store"
-	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // withDomains is the test manifest with sealed-egress domains.
@@ -82,70 +81,47 @@ func egressState(t *testing.T) *state {
 			Placement: PlacementSandbox, Backend: "libcontainer", Decision: "allow"}}
 }
 
-// The kernel checks every allow the proxy reports against the sealed
-// allowlist: an allow for another host or port is recorded as a deny,
-// refused (the proxy then contacts nothing) and fails the session.
-func TestMCPEgressAllowOutsideAllowlistRefused(t *testing.T) {
+// The kernel gives the sealed egress proxy's audit the run's audit log
+// (its anchor included) and the records' fixed part, taken when asked:
+// what the run changes later does not reach it. (The auditor that builds
+// and checks each record is executor/egress's, tested there.)
+func TestMCPEgressAuditBase(t *testing.T) {
 	st := egressState(t)
-	ea, err := (&services{st}).EgressAudit([]string{"api.example.com"})
+	o, err := (&services{st}).EgressAudit()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ea.Close()
-	a := ea.(*egressAuditor)
-	if err := a.Audit(egress.Event{Decision: egress.Allow, Host: "api.example.com", Port: 443, Addr: netip.MustParseAddr("93.184.215.14")}); err != nil {
-		t.Fatalf("control: %v", err)
+	st.res.Backend, st.res.RequestID = "docker", "req-later"
+	b := o.Base
+	if b.RequestID != "req-egress" || b.Package != "echo-mcp" || b.Version != "1.0.0" || b.Trust != "verified" ||
+		b.Placement != PlacementSandbox || b.Backend != "libcontainer" || o.Audit.Anchor == nil {
+		t.Fatalf("%+v", o)
 	}
-	for _, e := range []egress.Event{
-		{Decision: egress.Allow, Host: "evil.example.net", Port: 443},
-		{Decision: egress.Allow, Host: "api.example.com", Port: 8443},
-	} {
-		if err := a.Audit(e); err == nil {
-			t.Errorf("%+v accepted", e)
-		}
+	// The options name the run's anchored log: a record appended with
+	// them verifies with the home's anchor.
+	l, err := audit.Open(o.AuditDir, o.Audit)
+	if err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case <-a.Violated():
-	default:
-		t.Fatal("the session was not failed")
+	b.Event, b.Decision = "egress", "allow"
+	if err := l.Append(&b); err != nil {
+		t.Fatal(err)
 	}
-	if a.Violation() == nil {
-		t.Fatal("no violation reported")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
-	recs := auditRecords(t, st.k)
-	if len(recs) != 3 || recs[0].Decision != "allow" || recs[0].Event != "egress" || recs[0].RequestID != "req-egress" ||
-		recs[0].Action != "network_egress" || recs[0].Tool != "" || recs[0].Backend != "libcontainer" || recs[1].Decision != "deny" || recs[2].Decision != "deny" ||
-		!strings.Contains(recs[1].Reason, "refused by agentnode") || recs[1].Code != string(reason.EgressDenied) {
+	if recs := auditRecords(t, st.k); len(recs) != 1 || recs[0].RequestID != "req-egress" || recs[0].Event != "egress" {
 		t.Fatalf("records %+v", recs)
 	}
 }
 
 // Sealed egress is never audited, so never started, for a server on the
-// host: the kernel refuses to open its audit (the executor refuses it
+// host: the kernel refuses to give its audit (the executor refuses it
 // before that, executor/mcpserver).
 func TestMCPEgressHostRefused(t *testing.T) {
 	st := egressState(t)
 	st.res.Placement = PlacementHost
-	if _, err := (&services{st}).EgressAudit([]string{"api.example.com"}); reason.CodeOf(err) != reason.EgressDenied {
+	if _, err := (&services{st}).EgressAudit(); reason.CodeOf(err) != reason.EgressDenied {
 		t.Fatal(err)
-	}
-}
-
-// A record that cannot be written refuses the connection: the proxy is
-// told no and contacts nothing.
-func TestMCPEgressAuditUnwritableRefuses(t *testing.T) {
-	st := egressState(t)
-	ea, err := (&services{st}).EgressAudit([]string{"api.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ea.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := ea.Audit(egress.Event{Decision: egress.Allow, Host: "api.example.com", Port: 443}); err == nil {
-		t.Fatal("an allow whose record was not written was acknowledged")
-	}
-	if recs := auditRecords(t, st.k); len(recs) != 0 {
-		t.Fatalf("records %+v", recs)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/agentnode/agentnode/kernel/policy"
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/sdk/broker"
-	"github.com/agentnode/agentnode/sdk/egress"
 )
 
 // LLMCallTool is the tool name of an agent's LLM calls for Guard and the
@@ -18,9 +17,10 @@ const LLMCallTool = "call_llm"
 
 // Services is what an executor may ask of the kernel while it runs a plan
 // that makes requests of its own (an agent's tool and LLM calls): the
-// run's audit log, nested pipeline runs, Guard's decision, the user and
-// the LLM broker. The kernel keeps every decision and every record; the
-// executor holds only this handle.
+// run's audit log, nested pipeline runs, Guard's decision, the user, the
+// LLM broker and what a sealed egress proxy's audit is opened with. The
+// kernel keeps every decision; every record is written through its audit
+// log (kernel/audit). The executor holds only this handle.
 type Services interface {
 	// Record is an audit record of the run (its request id, package,
 	// version, trust, placement, backend and environment) for event, with
@@ -46,33 +46,24 @@ type Services interface {
 	// had); PrestartBroker starts it ahead of its first call.
 	Broker(ctx context.Context) (*broker.Client, error)
 	PrestartBroker()
-	// EgressAudit opens the audit of a sealed egress proxy for the plan's
-	// package allowing domains (the sealed mcp_allowed_domains): its own
-	// handle of the audit log, records carrying the run's request id,
-	// package, version, trust, placement and backend. It outlives the run
-	// (a kept MCP server's proxy serves later calls too).
-	EgressAudit(domains []string) (EgressAudit, error)
+	// EgressAudit is what the audit of a sealed egress proxy for the
+	// plan's package is opened with (executor/egress.OpenAudit): the
+	// audit log and its options, and the records' fixed part (the run's
+	// request id, package, version, trust, placement, backend and
+	// environment), taken now. Refused (egress_denied) unless the plan
+	// is placed in the sandbox.
+	EgressAudit() (*EgressAudit, error)
 }
 
-// EgressAudit is the kernel's side of one sealed egress proxy
-// (specs/egress.md): the proxy reports each connection, the kernel writes
-// its audit record, and only then does the proxy go on. The kernel also
-// checks every allow the proxy reports against the sealed allowlist.
-type EgressAudit interface {
-	// Audit writes the record of one event before the proxy acknowledges
-	// it; an error refuses the connection. An allow outside the
-	// allowlist (another host or port) is recorded as a deny, refused,
-	// and fails the session (Violated).
-	Audit(e egress.Event) error
-	// Violated is closed at the first allow outside the allowlist;
-	// Violation is that allow, or nil.
-	Violated() <-chan struct{}
-	Violation() error
-	// Denied lists the reasons of the first refused connections
-	// ("host:port: why").
-	Denied() []string
-	// Close closes the audit log handle.
-	Close() error
+// EgressAudit is what the audit of one sealed egress proxy is opened with
+// (specs/egress.md): its own handle of the audit log in AuditDir with
+// Audit's options (the anchor included), and Base, the fixed part of each
+// record (request id — a fresh one when empty —, package, version,
+// trust, placement, backend, env).
+type EgressAudit struct {
+	AuditDir string
+	Audit    audit.Options
+	Base     audit.Record
 }
 
 // ToolResult is what a nested run (Services.RunTool) tells its caller.
