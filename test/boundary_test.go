@@ -1,11 +1,13 @@
 package test
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -326,4 +328,32 @@ func TestEngineExecs(t *testing.T) {
 	if len(got) != 2 || !strings.HasPrefix(got[0], "p0.go") || !strings.HasPrefix(got[1], "p1.go") {
 		t.Fatalf("engineExecs = %q, want the podman exec of p0.go and the docker literal of p1.go", got)
 	}
+}
+
+// maxKernelLines bounds the trusted core: the Go lines of kernel/ outside
+// tests (README.md, Layout). What a decision does not need belongs to an
+// executor, a backend, a plugin or a front end.
+const maxKernelLines = 15000
+
+// TestKernelSize keeps the kernel within maxKernelLines.
+func TestKernelSize(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir(filepath.Join(repoRoot(), "kernel"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		n += bytes.Count(b, []byte("\n"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1000 {
+		t.Fatalf("counted %d lines: the walk did not reach the kernel's files", n)
+	}
+	if n > maxKernelLines {
+		t.Errorf("kernel/ has %d non-test Go lines, more than %d: move what a decision does not need out of the trusted core", n, maxKernelLines)
+	}
+	t.Logf("kernel/: %d non-test Go lines (at most %d)", n, maxKernelLines)
 }
