@@ -170,7 +170,7 @@ func (t *Trace) Finish() []Event {
 	defer t.mu.Unlock()
 	if !t.finished {
 		t.finished = true
-		t.events = append(t.events, Event{Kind: KindTotal, Name: "total", DurationMS: ms(end.Sub(t.origin))})
+		t.events = append(t.events, Event{Kind: KindTotal, Name: KindTotal, DurationMS: ms(end.Sub(t.origin))})
 		slices.SortStableFunc(t.events, func(a, b Event) int {
 			switch {
 			case a.Kind == KindTotal || b.Kind == KindTotal:
@@ -201,6 +201,9 @@ func (t *Trace) Print(w io.Writer) {
 	fmt.Fprintf(w, "agentnode: trace: %10s %10s  %s\n", "start_ms", "dur_ms", "event")
 	for _, e := range t.Finish() {
 		what := e.Kind + " " + e.Name
+		if e.Kind == e.Name {
+			what = e.Kind
+		}
 		if e.Plugin != "" {
 			what = e.Kind + " " + e.Plugin
 			if e.Kind == KindCall {
