@@ -169,7 +169,7 @@ bad usage or configuration.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, runErr := k.Run(ctx, &dispatch.Request{Package: m[1], Tool: m[2], Input: raw, DryRun: true})
-			err = printRun(cmd, jsonOut, res, runErr)
+			err = printRun(cmd, jsonOut, res, runErr, nil)
 			if !jsonOut {
 				w := cmd.OutOrStdout()
 				if len(res.GuardChain) > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/runtrace"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/kernel/bounded"
@@ -33,13 +34,18 @@ func newRunCmd() *cobra.Command {
 		input, inputFile string
 		jsonOut, dryRun  bool
 		workspace        string
+		traceOn          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run PKG TOOL --input JSON|--input-file F",
 		Short: "Decide, audit and run one tool of an installed package",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, cleanup, err := newKernel()
+			var tr *runtrace.Trace
+			if traceOn {
+				tr = runtrace.New()
+			}
+			k, cleanup, err := newTracedKernel(tr)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
@@ -58,7 +64,7 @@ func newRunCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, runErr := k.Run(ctx, &dispatch.Request{Package: args[0], Tool: args[1], Input: raw, DryRun: dryRun, Workspace: workspace})
-			return printRun(cmd, jsonOut, res, runErr)
+			return printRun(cmd, jsonOut, res, runErr, tr)
 		},
 	}
 	cmd.Flags().StringVar(&input, "input", "", "tool input as a JSON object")
@@ -66,6 +72,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the decision and result as JSON")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "decide and print the decision and placement; run nothing, audit nothing")
 	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours the tool may use, as its permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
+	cmd.Flags().BoolVar(&traceOn, "trace", false, "print the time of each stage, audit record write, plugin launch and plugin call of this run to stderr (with --json: in the result's trace array)")
 	cmd.MarkFlagsMutuallyExclusive("input", "input-file")
 	return cmd
 }
@@ -114,12 +121,20 @@ func readInput(input, file string, inputSet bool) (json.RawMessage, error) {
 }
 
 // newKernel builds the kernel for this process.
-func newKernel() (*dispatch.Kernel, func(), error) {
+func newKernel() (*dispatch.Kernel, func(), error) { return newTracedKernel(nil) }
+
+// newTracedKernel builds the kernel for this process, reporting to tr
+// (nil: no trace, and no hooks set).
+func newTracedKernel(tr *runtrace.Trace) (*dispatch.Kernel, func(), error) {
 	dir, err := home.Dir()
 	if err != nil {
 		return nil, nil, reason.New(reason.NotSetUp, "%w", err)
 	}
-	host := pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
+	opts := pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)}
+	if tr != nil {
+		opts.Trace = tr.Launch
+	}
+	host := pluginhost.New(opts)
 	interactive := isInteractive()
 	k := &dispatch.Kernel{
 		HomeDir:     dir,
@@ -133,6 +148,9 @@ func newKernel() (*dispatch.Kernel, func(), error) {
 	}
 	if interactive {
 		k.Ask = askTTY
+	}
+	if tr != nil {
+		k.Trace = tr.Stage
 	}
 	if d, err := time.ParseDuration(os.Getenv("AGENTNODE_STAGE_TIMEOUT")); err == nil && d > 0 {
 		k.StageTimeout = d
@@ -194,8 +212,10 @@ func askOn(tty io.ReadWriter, q string) (bool, error) {
 // what failed: "deny:" for a refusal of the decision stages, "tool
 // failed:" when the tool ran and failed (timeout, killed for memory), and
 // "error:" when the allowed run could not be completed (sandbox cleanup
-// not proven, audit); a refusal never prints "allow".
-func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr error) error {
+// not proven, audit); a refusal never prints "allow". With a trace (tr
+// non-nil), the trace goes to stderr before the outcome, or with jsonOut
+// into the JSON result as its "trace" array.
+func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr error, tr *runtrace.Trace) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	code := reason.Code(res.Code)
 	if res.Stderr != "" {
@@ -205,8 +225,18 @@ func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr err
 			fmt.Fprintln(errw)
 		}
 	}
+	if tr != nil && !jsonOut {
+		tr.Print(errw)
+	}
 	if jsonOut {
-		_ = writeJSON(out, res)
+		var v any = res
+		if tr != nil {
+			v = struct {
+				*dispatch.Result
+				Trace []runtrace.Event `json:"trace"`
+			}{res, tr.Finish()}
+		}
+		_ = writeJSON(out, v)
 	} else if res.DryRun {
 		fmt.Fprintf(out, "decision:  %s\nplacement: %s\n", res.Decision, res.Placement)
 		if res.Trust != "" {

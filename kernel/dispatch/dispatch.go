@@ -72,6 +72,8 @@ type Kernel struct {
 	// executor that keeps servers running across calls). Without an executor for a package
 	// type, an allowed call of it fails closed after its decision record.
 	Executors *plan.Registry
+	// Trace, when set, is called after each stage and audit record write ("audit_decision", "audit_outcome").
+	Trace func(what string, start time.Time, err error)
 }
 
 // Request is one tool call.
@@ -305,7 +307,10 @@ func (k *Kernel) Run(ctx context.Context, req *Request) (*Result, error) {
 
 // runStage runs one stage with a deadline, turning a panic or a timeout into
 // an error with the stage's code, and an uncoded error into one.
-func runStage(ctx context.Context, k *Kernel, s stage, st *state) error {
+func runStage(ctx context.Context, k *Kernel, s stage, st *state) (err error) {
+	if k.Trace != nil {
+		defer func(t0 time.Time) { k.Trace(s.name, t0, err) }(time.Now())
+	}
 	d := k.stageTimeout()
 	if s.timeout != nil {
 		d = s.timeout(st)
@@ -446,7 +451,10 @@ func (k *Kernel) baseRecord(st *state, event string) *audit.Record {
 	}
 }
 
-func (k *Kernel) recordDecision(st *state) error {
+func (k *Kernel) recordDecision(st *state) (err error) {
+	if k.Trace != nil {
+		defer func(t0 time.Time) { k.Trace("audit_decision", t0, err) }(time.Now())
+	}
 	l, err := k.openAudit(st)
 	if err != nil {
 		return err
@@ -458,7 +466,10 @@ func (k *Kernel) recordDecision(st *state) error {
 	return nil
 }
 
-func (k *Kernel) recordOutcome(st *state) error {
+func (k *Kernel) recordOutcome(st *state) (err error) {
+	if k.Trace != nil {
+		defer func(t0 time.Time) { k.Trace("audit_outcome", t0, err) }(time.Now())
+	}
 	rec := k.baseRecord(st, "outcome")
 	rec.ExitCode = st.res.ExitCode
 	rec.DurationMS = st.res.DurationMS

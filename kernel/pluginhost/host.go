@@ -45,6 +45,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -84,6 +85,9 @@ type Options struct {
 	// (Host.CallTimeout), and bounds the Info call made at start; default
 	// DefaultCallTimeout.
 	CallTimeout time.Duration
+	// Trace, when set, is called as each plugin launch begins; the launch calls end with its result and gives
+	// the plugin's gRPC connection dial, so a stats handler there sees each call (cmd/agentnode's --trace).
+	Trace func(key string) (end func(error), dial []grpc.DialOption)
 }
 
 // DefaultLogger returns an hclog logger writing to w (io.Discard when nil),
@@ -112,6 +116,7 @@ type Host struct {
 	logger          hclog.Logger
 	startTimeout    time.Duration
 	callTimeout     time.Duration
+	trace           func(string) (func(error), []grpc.DialOption)
 
 	mu        sync.Mutex
 	closed    bool
@@ -148,6 +153,7 @@ func New(opts Options) *Host {
 		logger:       opts.Logger,
 		startTimeout: opts.StartTimeout,
 		callTimeout:  opts.CallTimeout,
+		trace:        opts.Trace,
 		slots:        map[string]*slot{},
 		dedicated:    map[*Dedicated]struct{}{},
 	}
@@ -409,8 +415,14 @@ func pluginEnv(kind string) []string {
 
 // start verifies, launches, dispenses and checks one plugin. On error the
 // returned proc, if any, still needs stopping.
-func (h *Host) start(kind, name string, adapter goplugin.Plugin) (*proc, error) {
+func (h *Host) start(kind, name string, adapter goplugin.Plugin) (p *proc, err error) {
 	key := Key(kind, name)
+	var dial []grpc.DialOption
+	if h.trace != nil {
+		var end func(error)
+		end, dial = h.trace(key)
+		defer func() { end(err) }()
+	}
 	path, checksum, err := h.locate(kind, name)
 	if err != nil {
 		return nil, err
@@ -420,10 +432,11 @@ func (h *Host) start(kind, name string, adapter goplugin.Plugin) (*proc, error) 
 	if err != nil {
 		return nil, reason.New(reason.PluginUnavailable, "plugin %s: %w", key, err)
 	}
+	cfg.GRPCDialOptions = dial
 	client := goplugin.NewClient(cfg)
 	var startErr error
 	onLaunchThread(func() { _, startErr = client.Start() })
-	p := &proc{key: key, kind: kind, client: client, ctl: ctl}
+	p = &proc{key: key, kind: kind, client: client, ctl: ctl}
 	p.pid, _ = strconv.Atoi(client.ID())
 	if reason.CodeOf(startErr) != "" { // pinnedRunner: changed since pinned
 		return p, startErr
