@@ -16,13 +16,19 @@
 // are (the Go spec, "Package initialization"); this package imports only
 // os and runtime/debug, which are ready long before jsonschema's
 // dependencies, so it runs first. It lives apart so that it stays that
-// small: cmd/agentnode imports it, nothing else should.
+// small: cmd/agentnode imports it, and runtrace reads Start.
 package gcpercent
 
 import (
 	"os"
 	"runtime/debug"
+	"time"
 )
+
+// Start is when this process's package initialization began (this package
+// initializes first): the origin of `agentnode run --trace`
+// (cmd/agentnode/runtrace). Only the Go runtime's own start comes before it.
+var Start = time.Now()
 
 // Command is the target (GOGC) of an agentnode command. `mcp serve`, which
 // runs for long, goes back to the default (cmd/agentnode's useDefaultGC).

@@ -11,21 +11,18 @@ package runtrace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/gcpercent"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -63,59 +60,23 @@ type Event struct {
 // Trace collects events. It is safe for concurrent use (plugins launch
 // in the background and stages run on goroutines of their own).
 type Trace struct {
-	origin time.Time // the process start (or New, if it is not known)
+	origin time.Time // the process start: gcpercent.Start
 
 	mu       sync.Mutex
 	events   []Event
 	finished bool
 }
 
-// New starts a trace. Its origin is the process start as the kernel
-// recorded it (/proc/self/stat), which the kernel keeps in clock ticks
-// (USER_HZ, 10 ms): the "start" entry may be up to a tick longer than the
-// time the process really took to reach New. Everything else is measured
-// with the monotonic clock.
+// New starts a trace. Its origin is when the process's package
+// initialization began (gcpercent.Start, the first package to initialize):
+// the "start" entry is the time from there to New; only the Go runtime's
+// own start, before any package initializes, is not counted. Everything is
+// measured with the monotonic clock.
 func New() *Trace {
 	now := time.Now()
-	t := &Trace{origin: now}
-	if age, err := processAge(); err == nil && age >= 0 {
-		t.origin = now.Add(-age)
-		t.events = append(t.events, Event{Kind: KindProcess, Name: "start", DurationMS: ms(age)})
-	}
+	t := &Trace{origin: gcpercent.Start}
+	t.events = append(t.events, Event{Kind: KindProcess, Name: "start", DurationMS: ms(now.Sub(t.origin))})
 	return t
-}
-
-// userHZ is the unit of /proc/<pid>/stat's times: USER_HZ, 100 on every
-// Linux architecture Go supports.
-const userHZ = 100
-
-// processAge is how long ago this process started: CLOCK_BOOTTIME now
-// minus the start time /proc/self/stat gives, both since boot.
-func processAge() (time.Duration, error) {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0, fmt.Errorf("read /proc/self/stat: %w", err)
-	}
-	// The command name (field 2) may hold spaces and parentheses: the
-	// fields after it start after the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, errors.New("/proc/self/stat: no ')'")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// Field 22 (starttime) is the 20th after the command name.
-	if len(f) < 20 {
-		return 0, errors.New("/proc/self/stat: too few fields")
-	}
-	ticks, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/self/stat starttime: %w", err)
-	}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return 0, fmt.Errorf("clock_gettime(CLOCK_BOOTTIME): %w", err)
-	}
-	return time.Duration(ts.Nano()) - time.Duration(ticks)*(time.Second/userHZ), nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/gcpercent"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
 
@@ -60,21 +61,13 @@ func TestTraceOrderKindsAndErrors(t *testing.T) {
 	}
 }
 
-// The process's age from /proc/self/stat and CLOCK_BOOTTIME is not
-// negative and does not go back between two reads.
-func TestProcessAge(t *testing.T) {
-	age, err := processAge()
-	if err != nil {
-		t.Fatal(err)
+// The trace's origin is the start of package initialization, before New.
+func TestOriginIsInitialization(t *testing.T) {
+	tr := New()
+	if tr.origin != gcpercent.Start || !tr.origin.Before(time.Now()) {
+		t.Fatalf("origin %v, want gcpercent.Start %v", tr.origin, gcpercent.Start)
 	}
-	if age < 0 {
-		t.Fatalf("process age %v < 0", age)
-	}
-	later, err := processAge()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if later < age {
-		t.Fatalf("process age went back: %v then %v", age, later)
+	if e := tr.events[0]; e.Kind != KindProcess || e.Name != "start" || e.DurationMS < 0 {
+		t.Fatalf("first event %+v, want the process start", e)
 	}
 }
