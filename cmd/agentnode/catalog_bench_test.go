@@ -112,6 +112,7 @@ func BenchmarkCatalog(b *testing.B) {
 			for _, op := range []string{"list", "mcp-status"} {
 				args := strings.Split(strings.Replace(op, "-", " ", 1), " ")
 				b.Run(op, func(b *testing.B) {
+					runCLIBench(args...) // the first listing records the verdicts; time the ones after
 					for b.Loop() {
 						if code, _, errOut := runCLIBench(args...); code != 0 {
 							b.Fatalf("%v: exit %d: %s", args, code, errOut)
@@ -121,6 +122,7 @@ func BenchmarkCatalog(b *testing.B) {
 			}
 			b.Run("tools-list", func(b *testing.B) {
 				cs := catalogSession(b, homeDir)
+				listAllTools(b, cs)
 				for b.Loop() {
 					if got := listAllTools(b, cs); got != 2*n {
 						b.Fatalf("tools/list: %d tools, want %d", got, 2*n)

@@ -268,7 +268,7 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			pkgs, listErr := store.Open(home.PackagesDir(dir)).List()
+			pkgs, listErr := store.Open(home.PackagesDir(dir)).WithVerdicts(validcache.Open(home.VerdictsDir(dir))).List()
 			entries := []listEntry{}
 			for _, p := range pkgs {
 				e := listEntry{

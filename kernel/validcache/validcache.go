@@ -39,8 +39,10 @@ import (
 )
 
 // MaxEntries bounds the cache directory: when Remember finds more entries,
-// it removes the oldest ones down to half.
-const MaxEntries = 256
+// it removes the oldest ones down to half. It holds a verdict or two for
+// each of thousands of installed packages: a smaller cache than the set
+// listed together is evicted as it is read, and validates every manifest.
+const MaxEntries = 4096
 
 // Cache is a verdict cache in one directory. The zero value and a nil
 // *Cache remember nothing.
