@@ -165,10 +165,15 @@ func (s *Server) logf(format string, args ...any) {
 
 // refreshing re-reads the store before tools/list, and before a tools/call
 // of a name that is not registered (a package installed since the last
-// list), so both see the store as it is now.
+// list), so both see the store as it is now. A tools/list with a cursor
+// continues a listing: only its first page re-reads the store, so a
+// listing reads it once however many pages it has.
 func (s *Server) refreshing(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		refresh := method == "tools/list"
+		if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil && p.Cursor != "" {
+			refresh = false
+		}
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
 				s.mu.Lock()
