@@ -68,6 +68,7 @@ func yamlTokenBound(data []byte) int {
 			directive = i+1 < len(data) && data[i+1] == '%'
 		case '[', ']', '{', '}', ',', ':', '-', '?', '!', '&', '*', '|', '>', '#', '\'', '"', '%', '@', '`', '<', '.', '\t':
 			n += 2
+			directive = directive || c == '%' // the lexer may start a directive after a tag ("! %0 0 0")
 		case ' ':
 			if directive {
 				n += 2
@@ -125,6 +126,7 @@ func yamlDepth(tokens token.Tokens, max int) (depth, line int) {
 		deepest      int
 		prev, prev2  *token.Token // the last two tokens
 		entryCol     int          // column of the current block entry on this line
+		pinned       bool         // a line continued a node at or left of its column
 	)
 	for _, tk := range tokens {
 		if tk.Type == token.CommentType || tk.Position == nil {
@@ -140,6 +142,14 @@ func yamlDepth(tokens token.Tokens, max int) (depth, line int) {
 		dangling := prev != nil && !(completes(prev) && (prev2 == nil || prev2.Type != token.AnchorType && prev2.Type != token.AliasType))
 		// A : that starts a line belongs to the key before it.
 		firstOfLine := !inFlow && (prev == nil || ln > endLine(prev)) && tk.Type != token.MappingValueType
+		if firstOfLine && dangling && len(block) > 0 && col <= block[len(block)-1].col {
+			// Content not indented past the node it continues: goccy keeps what follows at
+			// this column inside it, so no level open now ends there (nor its column-1 tags).
+			for i := range block {
+				block[i].col = min(block[i].col, col-1)
+			}
+			pinned = true
+		}
 		if firstOfLine && !dangling {
 			// The first token of any other line ends the block levels it
 			// is left of; one at the same column is a sibling, except
@@ -153,7 +163,7 @@ func yamlDepth(tokens token.Tokens, max int) (depth, line int) {
 				block = block[:len(block)-1]
 				blockDepth -= top.weight
 			}
-			if col == 1 && tk.Type != token.SequenceEntryType && prev != nil {
+			if col == 1 && tk.Type != token.SequenceEntryType && prev != nil && !pinned {
 				wrappers = 0
 			}
 		}
@@ -214,7 +224,7 @@ func yamlDepth(tokens token.Tokens, max int) (depth, line int) {
 			}
 		case token.DocumentHeaderType, token.DocumentEndType:
 			if !inFlow {
-				rootWrappers = 0
+				rootWrappers, block, blockDepth, pinned = 0, block[:0], 0, false
 			}
 		}
 		prev2, prev = prev, tk
