@@ -35,15 +35,16 @@ func needHostPython(t *testing.T) {
 // pybuild builds the image with the pybuild command, compiled without the
 // race detector (which makes compress/flate over 50 MB take many minutes),
 // and returns it with the build's wall and CPU time.
-func pybuild(t *testing.T, bin, home string, base imagebuild.BuildOptions) (*image.Image, *Contents, time.Duration, time.Duration) {
+func pybuild(t *testing.T, bin, home string, base imagebuild.BuildOptions, flags ...string) (*image.Image, *Contents, time.Duration, time.Duration) {
 	t.Helper()
-	cmd := exec.Command(bin, "-home", home, "-busybox", base.BusyboxPath, "-forwarder", base.ForwarderPath)
+	args := append([]string{"-home", home, "-busybox", base.BusyboxPath, "-forwarder", base.ForwarderPath}, flags...)
+	cmd := exec.Command(bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("pybuild: %v\n%s", err, stderr.String())
+		t.Fatalf("pybuild %v: %v\n%s", flags, err, stderr.String())
 	}
 	wall := time.Since(start)
 	var res struct {
@@ -207,24 +208,7 @@ func TestPythonInstallerImage(t *testing.T) {
 		t.Fatalf("go build ./pybuild: %v\n%s", err, out)
 	}
 	build := func(home string) (*image.Image, *Contents, time.Duration, time.Duration) {
-		t.Helper()
-		cmd := exec.Command(bin, "-home", home, "-installer", "-busybox", base.BusyboxPath, "-forwarder", base.ForwarderPath)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		start := time.Now()
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("pybuild -installer: %v\n%s", err, stderr.String())
-		}
-		wall := time.Since(start)
-		var res struct {
-			Image    *image.Image `json:"image"`
-			Contents *Contents    `json:"contents"`
-		}
-		if err := json.Unmarshal(out, &res); err != nil || res.Image == nil || res.Contents == nil {
-			t.Fatalf("pybuild printed %s: %v", out, err)
-		}
-		return res.Image, res.Contents, wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		return pybuild(t, bin, home, base, "-installer")
 	}
 	a, contents, wall, cpu := build(t.TempDir())
 	b, _, _, _ := build(t.TempDir())
