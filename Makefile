@@ -15,7 +15,7 @@ STATICFLAGS := -trimpath -ldflags '-s -w -extldflags -static' -tags '$(TAGS) net
 PLUGINS   := $(patsubst plugins/%/,%,$(sort $(dir $(wildcard plugins/*/*/main.go))))
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: build deps deps-demo test proto demo vet clean bench bench-opa
+.PHONY: build deps deps-demo test proto demo vet clean bench bench-all bench-opa
 
 build:
 	@mkdir -p $(BIN)
@@ -61,7 +61,14 @@ test: deps
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
 
-bench:
+# The side-by-side table of the README's performance section: each row
+# agentnode's work and the raw tool's same work, measured in one run
+# (test/benchtable; as root, with Docker and Podman running for their rows).
+bench: deps
+	./test/keyring.sh $(GO) run ./test/benchtable
+
+# Every benchmark, raw go test output.
+bench-all:
 	$(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchmem ./...
 
 # Guard's policy engine next to OPA on an equivalent Rego policy. A separate

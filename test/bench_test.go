@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentnode/agentnode/kernel/hashcache"
+	"github.com/agentnode/agentnode/kernel/image"
 )
 
 // benchHome sets up an agentnode home with the echo tool installed, trusted
@@ -93,21 +96,25 @@ permissions:
 
 func cli(b *testing.B, env []string, args ...string) []byte {
 	b.Helper()
+	out, err := cliCmd(env, args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("agentnode %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// cliCmd is agentnode with args in the benchmark's directory (next to
+// AGENTNODE_HOME): install writes agentnode.lock into the working
+// directory, and every run reads it from there.
+func cliCmd(env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(binDir, "agentnode"), args...)
 	cmd.Env = env
-	// Run in the benchmark's directory (next to AGENTNODE_HOME): install
-	// writes agentnode.lock into the working directory, and every run
-	// reads it from there.
 	for _, kv := range env {
 		if h, ok := strings.CutPrefix(kv, "AGENTNODE_HOME="); ok {
 			cmd.Dir = filepath.Dir(h)
 		}
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Fatalf("agentnode %v: %v\n%s", args, err, out)
-	}
-	return out
+	return cmd
 }
 
 // BenchmarkColdRun is one complete `agentnode run` of a trivial host tool:
@@ -161,4 +168,61 @@ func BenchmarkOSExecTool(b *testing.B) {
 			b.Fatalf("%v %s", err, out)
 		}
 	}
+}
+
+// BenchmarkColdRunSideBySide is the cold-run row of `make bench`
+// (test/benchtable): interleaved, the tool run directly with os/exec
+// ("direct"), `agentnode version`, `agentnode run --dry-run` (the decision
+// only), the curated tool's whole `agentnode run` on the host ("host"),
+// and, as root, the same tool of a package nobody vouches for through the
+// libcontainer sandbox ("sandbox").
+func BenchmarkColdRunSideBySide(b *testing.B) {
+	env, tool := benchHome(b)
+	want := []byte(`"x":1`)
+	input := []byte(`{"tool":"echo","input":{"x":1}}` + "\n")
+	vs := []variant{
+		{"direct", func() {
+			cmd := exec.Command(tool)
+			cmd.Stdin = bytes.NewReader(input)
+			out, err := cmd.Output()
+			if err != nil || !bytes.Contains(out, want) {
+				b.Fatalf("%v %s", err, out)
+			}
+		}},
+		{"version", func() { timedCLI(b, env, []byte("agentnode"), "version") }},
+		{"dry-run", func() {
+			timedCLI(b, env, []byte("allow"), "run", "bench-tools", "echo", "--input", `{"x":1}`, "--dry-run")
+		}},
+		{"host", func() { timedCLI(b, env, want, "run", "bench-tools", "echo", "--input", `{"x":1}`) }},
+	}
+	if os.Geteuid() == 0 {
+		sb, _ := benchHome(b)
+		cli(b, sb, "sandbox", "build")
+		cli(b, sb, "config", "set", "trust.plugin", "attest")
+		cli(b, sb, "config", "set", "trust.minimum_trust_level", "unknown")
+		settleImage(b, sb, "sandbox.image")
+		vs = append(vs, variant{"sandbox", func() {
+			timedCLI(b, sb, want, "run", "bench-tools", "echo", "--input", `{"x":1}`)
+		}})
+	}
+	sideBySide(b, vs)
+}
+
+// settleImage waits until the files of the image the config key names
+// count as settled for the digest cache (kernel/hashcache), as on a
+// machine where the image was built earlier.
+func settleImage(b *testing.B, env []string, key string) {
+	b.Helper()
+	ref := strings.TrimSpace(string(cli(b, env, "config", "get", key)))
+	_, mhex, err := image.ParseRef(ref)
+	if err != nil {
+		b.Fatalf("%s %q: %v", key, ref, err)
+	}
+	var home string
+	for _, kv := range env {
+		if h, ok := strings.CutPrefix(kv, "AGENTNODE_HOME="); ok {
+			home = h
+		}
+	}
+	time.Sleep(time.Until(ctime(b, image.RootfsDir(home, mhex)).Add(hashcache.Settle + 100*time.Millisecond)))
 }

@@ -223,7 +223,7 @@ func ctime(t testing.TB, p string) time.Time {
 // (curated, confined; needs the keychain: test/keyring.sh) with `python3 -c`
 // importing and calling the same function directly. Each iteration makes
 // the three calls one after the other, so a loaded machine weighs on all
-// three alike; the metrics are each one's wall time per call.
+// three alike; the metrics are each one's median and p90 (sideBySide).
 func BenchmarkPythonTool(b *testing.B) {
 	needHostPython(b)
 	requireKeyring(b)
@@ -274,11 +274,6 @@ func BenchmarkPythonTool(b *testing.B) {
 			}
 		}
 	}
-	calls := []struct {
-		name string
-		call func()
-		took time.Duration
-	}{{"direct", direct, 0}, {"host", run(host, "host"), 0}, {"sandbox", run(sb, "sandbox"), 0}}
 	// The steady state: the image's files have settled, so the warm-up
 	// call caches their digests (kernel/hashcache).
 	ref := strings.TrimSpace(string(sb.cli(b, "config", "get", "sandbox.python_image")))
@@ -287,23 +282,7 @@ func BenchmarkPythonTool(b *testing.B) {
 		b.Fatal(err)
 	}
 	time.Sleep(time.Until(ctime(b, image.RootfsDir(sb.home(), mhex)).Add(hashcache.Settle + 100*time.Millisecond)))
-	for i := range calls {
-		calls[i].call() // warm caches (page cache, verdicts, hash cache)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j := range calls {
-			start := time.Now()
-			calls[j].call()
-			calls[j].took += time.Since(start)
-		}
-	}
-	for _, c := range calls {
-		b.ReportMetric(float64(c.took.Milliseconds())/float64(b.N), c.name+"-ms/call")
-	}
-	d := float64(calls[0].took)
-	b.ReportMetric(float64(calls[1].took)/d, "host/direct")
-	b.ReportMetric(float64(calls[2].took)/d, "sandbox/direct")
+	sideBySide(b, []variant{{"direct", direct}, {"host", run(host, "host")}, {"sandbox", run(sb, "sandbox")}})
 }
 
 // TestConformancePythonImage runs the sandbox conformance and escape suite
