@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -89,7 +88,7 @@ func newMCPServeCmd() *cobra.Command {
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: mcpserve.MaxFrame})
+			err = srv.Run(ctx, &mcpserve.StdioTransport{Reader: in, Writer: out, MaxFrame: mcpserve.MaxFrame, Log: errw})
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 				return fail(cmd, false, fmt.Errorf("mcp serve: %w", err))
 			}

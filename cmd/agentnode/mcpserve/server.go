@@ -312,11 +312,12 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	return toResult(out, runErr)
 }
 
-// MaxFrame bounds one inbound JSON-RPC message of `agentnode mcp serve`
-// (the go-sdk's IOTransport.MaxLineLength): a tools/call carries at most
-// plan.MaxInput bytes of arguments, the rest of a message is small. The
-// go-sdk refuses messages nested deeper than 1000 levels before decoding
-// them; arguments are checked against the input bounds (toolio.Arguments).
+// MaxFrame bounds one inbound JSON-RPC message (one line) of `agentnode mcp
+// serve` (StdioTransport): a tools/call carries at most plan.MaxInput bytes
+// of arguments, the rest of a message is small. A longer line is answered
+// -32600 and skipped. Messages nested deeper than MaxDepth are refused
+// before decoding; arguments are checked against the input bounds
+// (toolio.Arguments).
 const MaxFrame = plan.MaxInput + 64<<10
 
 // toResult converts a kernel outcome. Text forms:
