@@ -49,6 +49,10 @@ type Options struct {
 	// and removals, which are announced with notifications/tools/list_changed
 	// (default 1s; negative: never, tools/list still re-reads the store).
 	PollInterval time.Duration
+	// Package, if set, is the one package served (`--package`): its tools
+	// under their own names (Catalog.Only). Check it with ScanPackage
+	// before serving; a package removed while serving lists no tools.
+	Package string
 	// Workspace is the session's workspace (`--workspace`, resolved with
 	// dispatch.ResolveWorkspace; "": none), named in every call's request.
 	Workspace string
@@ -229,6 +233,9 @@ func (s *Server) Refresh() error {
 	c, err := Scan(s.opts.Kernel.HomeDir)
 	if err != nil {
 		return err
+	}
+	if s.opts.Package != "" {
+		c = c.Only(s.opts.Package)
 	}
 	for _, p := range c.Problems {
 		s.logf("not exposed: %s", p)
