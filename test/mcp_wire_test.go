@@ -171,7 +171,7 @@ func TestMCPServeMalformedInput(t *testing.T) {
 		code       int
 		message    string // a part of the message
 	}{
-		{"garbage", "this is not json", "null", -32700, "not valid JSON at byte 1"},
+		{"garbage", "garbage, not JSON", "null", -32700, "not valid JSON at byte 1"},
 		{"truncated", `{"jsonrpc":"2.0","id":5,"method":`, "null", -32700, "not valid JSON"},
 		{"binary", "\x00\x01\xff{", "null", -32700, "not valid JSON"},
 		{"batch", `[{"jsonrpc":"2.0","id":6,"method":"ping"},{"jsonrpc":"2.0","id":7,"method":"ping"}]`, "null", -32600,

@@ -557,21 +557,48 @@ func (c *stdioConn) send(resp *jsonrpc.Response) {
 // next write (an answer of this layer that cannot be written is lost with
 // the stream).
 func (c *stdioConn) writeLocked(msg jsonrpc.Message) error {
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := encode(msg)
 	if err != nil {
-		return fmt.Errorf("encode message: %w", err)
+		return err
 	}
 	_, err = c.w.Write(append(data, '\n'))
 	return err
+}
+
+// encode is jsonrpc.EncodeMessage, except that an error answer to a
+// message whose id could not be read carries "id": null, as JSON-RPC 2.0
+// requires (the go-sdk leaves the id out).
+func encode(msg jsonrpc.Message) ([]byte, error) {
+	if r, ok := msg.(*jsonrpc.Response); ok && !r.ID.IsValid() && r.Error != nil {
+		we := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: r.Error.Error()}
+		var inner *jsonrpc.Error
+		if errors.As(r.Error, &inner) {
+			we.Code = inner.Code
+		}
+		b, err := json.Marshal(struct {
+			JSONRPC string         `json:"jsonrpc"`
+			ID      *struct{}      `json:"id"`
+			Error   *jsonrpc.Error `json:"error"`
+		}{"2.0", nil, we})
+		if err != nil {
+			return nil, fmt.Errorf("encode answer: %w", err)
+		}
+		return b, nil
+	}
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	return b, nil
 }
 
 // writeBatchLocked writes the answers to a batch as one array.
 func (c *stdioConn) writeBatchLocked(resps []*jsonrpc.Response) error {
 	raws := make([]json.RawMessage, 0, len(resps))
 	for _, r := range resps {
-		b, err := jsonrpc.EncodeMessage(r)
+		b, err := encode(r)
 		if err != nil {
-			return fmt.Errorf("encode answer: %w", err)
+			return err
 		}
 		raws = append(raws, b)
 	}
