@@ -334,6 +334,10 @@ func TestMCPServePackage(t *testing.T) {
 		{"name": "wipe", "arguments": map[string]any{}},
 		{"name": "mcp-tools__echo", "arguments": map[string]any{"x": 5}},
 	})
+	// Resources and prompts are not advertised (specs/mcp.md).
+	if out.Capabilities["tools"] == nil || out.Capabilities["resources"] != nil || out.Capabilities["prompts"] != nil {
+		t.Errorf("capabilities under --package: %v", out.Capabilities)
+	}
 	names = nil
 	for _, tl := range out.Tools {
 		names = append(names, tl.Name)
