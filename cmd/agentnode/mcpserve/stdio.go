@@ -374,7 +374,10 @@ func (c *stdioConn) check(b []byte) (jsonrpc.Message, *jsonrpc.Response) {
 		}
 		return invalid(jsonrpc.CodeInvalidRequest, "invalid request: not a valid JSON-RPC request")
 	}
-	if hasID {
+	// What is tracked is what the go-sdk decoded (a message with keys
+	// twice, or in other cases, may read differently here).
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		id, method = req.ID, req.Method
 		c.mu.Lock()
 		if _, busy := c.pending[id]; busy {
 			c.mu.Unlock()
