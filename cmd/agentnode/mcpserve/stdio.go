@@ -238,8 +238,11 @@ func syntaxCheck(b []byte) *jsonrpc.Response {
 		return errorResponse(jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("invalid request: nested deeper than %d levels", MaxDepth))
 	}
+	if json.Valid(b) {
+		return nil
+	}
 	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := json.Unmarshal(b, &v); err != nil { // for where it breaks
 		msg := "parse error: not valid JSON"
 		var se *json.SyntaxError
 		if errors.As(err, &se) {

@@ -169,3 +169,52 @@ func TestCheckParamsWording(t *testing.T) {
 		}
 	}
 }
+
+// benchTransport measures one tools/call round trip (a trivial tool, 4 KiB
+// of arguments) through a go-sdk server on the transport newT returns.
+func benchTransport(b *testing.B, newT func(io.ReadCloser, io.WriteCloser) mcp.Transport) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background(), newT(inR, outW)) }()
+	lines := bufio.NewScanner(outR)
+	lines.Buffer(nil, 1<<20)
+	roundTrip := func(line string) {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			b.Fatal(err)
+		}
+		if !lines.Scan() {
+			b.Fatalf("no answer: %v", lines.Err())
+		}
+	}
+	roundTrip(strings.TrimSuffix(strings.SplitN(initLine, "\n", 2)[0], "\n"))
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"s":"` + strings.Repeat("x", 4096) + `"}}}`
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		roundTrip(call)
+	}
+	b.StopTimer()
+	inW.Close()
+	<-done
+}
+
+func BenchmarkStdioTransport(b *testing.B) {
+	benchTransport(b, func(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
+		return &StdioTransport{Reader: r, Writer: w}
+	})
+}
+
+// BenchmarkIOTransport is the go-sdk's own stdio transport, side by side.
+func BenchmarkIOTransport(b *testing.B) {
+	benchTransport(b, func(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
+		return &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: MaxFrame}
+	})
+}
