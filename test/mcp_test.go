@@ -588,29 +588,11 @@ type tsOutput struct {
 	} `json:"results"`
 }
 
-// runTSClient runs test/mcpclient/client.mjs with a plan.
+// runTSClient runs test/mcpclient/client.mjs with a plan against
+// `agentnode mcp serve`.
 func (e *mcpEnv) runTSClient(t testing.TB, calls []map[string]any) *tsOutput {
 	t.Helper()
-	node, script := requireNode(t)
-	plan, _ := json.Marshal(map[string]any{
-		"command": filepath.Join(binDir, "agentnode"),
-		"args":    []string{"mcp", "serve"},
-		"cwd":     e.dir,
-		"calls":   calls,
-	})
-	cmd := exec.Command(node, script, string(plan))
-	cmd.Env, cmd.Dir = e.env, e.dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.Bytes())
-	}
-	var res tsOutput
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("client output %q: %v\nstderr: %s", out, err, stderr.Bytes())
-	}
-	return &res
+	return e.runTSClientArgs(t, []string{"mcp", "serve"}, calls)
 }
 
 // The official TypeScript SDK client lists and calls the tools; its

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
@@ -36,11 +35,12 @@ func newMCPCmd() *cobra.Command {
 }
 
 func newMCPServeCmd() *cobra.Command {
-	var workspace string
+	var workspace, pkg string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a stdio MCP server exposing every installed toolpack tool as <package>__<tool>",
-		Long: "A stdio MCP server: each installed toolpack tool is an MCP tool named <package>__<tool>, and every\n" +
+		Long: "A stdio MCP server: each installed toolpack tool is an MCP tool named <package>__<tool> (with\n" +
+			"--package PKG: only PKG's tools, under their own names), and every\n" +
 			"call is decided, audited and run by agentnode exactly like `agentnode run` (never interactive: a\n" +
 			"prompt is a deny). A refusal is a tool error \"deny <code>: <reason>\". Only MCP goes to stdout;\n" +
 			"messages go to stderr. Installs and removes while serving are picked up (tools/list_changed).",
@@ -57,6 +57,12 @@ func newMCPServeCmd() *cobra.Command {
 					return fail(cmd, false, err)
 				}
 			}
+			if cmd.Flags().Changed("package") {
+				// Refused before anything is served.
+				if _, err := mcpserve.ScanPackage(dir, pkg); err != nil {
+					return fail(cmd, false, &failure{exit: reason.ExitUsage, err: err})
+				}
+			}
 			in, out, err := mcpStdio(cmd)
 			if err != nil {
 				return fail(cmd, false, err)
@@ -68,6 +74,9 @@ func newMCPServeCmd() *cobra.Command {
 			// MCP clients start servers in a directory of their choosing;
 			// say which lockfile the calls are checked against.
 			fmt.Fprintf(errw, "agentnode mcp: serving %s (lockfile %s)\n", dir, lockfilePath())
+			if pkg != "" {
+				fmt.Fprintf(errw, "agentnode mcp: package %s only, its tools under their own names\n", termsafe.Line(pkg))
+			}
 			if workspace != "" {
 				fmt.Fprintf(errw, "agentnode mcp: workspace %s, granted to each tool as its filesystem level allows\n", termsafe.Line(workspace))
 			}
@@ -85,17 +94,19 @@ func newMCPServeCmd() *cobra.Command {
 				Version:   version,
 				Log:       errw,
 				Workspace: workspace,
+				Package:   pkg,
 			})
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: mcpserve.MaxFrame})
+			err = srv.Run(ctx, &mcpserve.StdioTransport{Reader: in, Writer: out, MaxFrame: mcpserve.MaxFrame, Log: errw})
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 				return fail(cmd, false, fmt.Errorf("mcp serve: %w", err))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&pkg, "package", "", "serve only this installed package's tools, under their own names (no <package>__ prefix)")
 	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours every call may use, as each tool's permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
 	return cmd
 }
@@ -163,6 +174,7 @@ type mcpStatus struct {
 
 func newMCPStatusCmd() *cobra.Command {
 	var jsonOut bool
+	var pkg string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the tools `mcp serve` exposes, and the installed packages it does not expose with why",
@@ -172,11 +184,17 @@ func newMCPStatusCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, reason.New(reason.NotSetUp, "%w", err))
 			}
-			c, err := mcpserve.Scan(dir)
-			if err != nil {
+			server := "agentnode mcp serve (stdio)"
+			var c *mcpserve.Catalog
+			if cmd.Flags().Changed("package") {
+				if c, err = mcpserve.ScanPackage(dir, pkg); err != nil {
+					return fail(cmd, jsonOut, &failure{exit: reason.ExitUsage, err: err})
+				}
+				server = "agentnode mcp serve --package " + pkg + " (stdio)"
+			} else if c, err = mcpserve.Scan(dir); err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			st := mcpStatus{Home: dir, Lockfile: lockfilePath(), Server: "agentnode mcp serve (stdio)", Catalog: c}
+			st := mcpStatus{Home: dir, Lockfile: lockfilePath(), Server: server, Catalog: c}
 			_, serr := os.Stat(home.ConfigPath(dir))
 			st.SetUp = serr == nil
 			if jsonOut {
@@ -193,6 +211,7 @@ func newMCPStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	cmd.Flags().StringVar(&pkg, "package", "", "show what `mcp serve --package PKG` exposes")
 	return cmd
 }
 

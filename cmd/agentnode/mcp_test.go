@@ -90,14 +90,20 @@ func TestMCPServeStdoutIsOnlyMCP(t *testing.T) {
 	}
 }
 
-// A stream that is not JSON-RPC ends the session (the SDK's transport
-// gives up on it): exit 1 with the reason on stderr, nothing on stdout.
+// A stream that is not JSON-RPC does not end the session: each line is
+// answered with its JSON-RPC error ("id": null when the id cannot be read)
+// and serve ends, exit 0, only at the end of the stream.
 func TestMCPServeBrokenStream(t *testing.T) {
 	t.Setenv("AGENTNODE_HOME", t.TempDir())
 	t.Setenv("AGENTNODE_CONFIG", "")
 	var out, errOut bytes.Buffer
-	code := execute([]string{"mcp", "serve"}, strings.NewReader("not json at all\n"), &out, &errOut)
-	if code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "agentnode: mcp serve: ") {
+	in := "not json at all\n[1,2]\n" + `{"jsonrpc":"2.0","id":7,"method":"ping"}` + "\n"
+	code := execute([]string{"mcp", "serve"}, strings.NewReader(in), &out, &errOut)
+	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: not valid JSON at byte 2: invalid character 'o' in literal null (expecting 'u')"}}
+{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: JSON-RPC batches are not part of MCP 2025-06-18 and later (no version negotiated yet): send one message per line"}}
+{"jsonrpc":"2.0","id":7,"result":{}}
+`
+	if code != 0 || out.String() != want {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 }

@@ -181,3 +181,67 @@ func objectSchema(raw json.RawMessage) json.RawMessage {
 	}
 	return raw
 }
+
+// Why `--package` refuses to serve a package.
+var (
+	ErrUnknownPackage = errors.New("package is not installed")
+	ErrNotExposable   = errors.New("package has no tool mcp serve can expose")
+)
+
+// Only is the catalog of one package as `mcp serve --package` serves it:
+// its tools under their own names (a tool name is already a valid MCP name:
+// [A-Za-z0-9_][A-Za-z0-9_.-]{0,63}), so agentnode stands in front of one
+// server without renaming its tools; the skipped entries and problems are
+// that package's only. A package that is not installed, or whose tools
+// are all skipped, gives an empty Tools list; other packages' problems are
+// left out.
+func (c *Catalog) Only(pkg string) *Catalog {
+	out := &Catalog{Tools: []Tool{}, Skipped: []Skipped{}}
+	for _, t := range c.Tools {
+		if t.Package == pkg {
+			t.Name = t.Tool
+			out.Tools = append(out.Tools, t)
+		}
+	}
+	for _, s := range c.Skipped {
+		if s.Package == pkg {
+			out.Skipped = append(out.Skipped, s)
+		}
+	}
+	return out
+}
+
+// ScanPackage is Scan for one package (Only), refused with
+// ErrUnknownPackage, or ErrNotExposable saying why, when it has no tool to
+// serve.
+func ScanPackage(homeDir, pkg string) (*Catalog, error) {
+	if _, err := store.Open(home.PackagesDir(homeDir)).WithVerdicts(validcache.Open(home.VerdictsDir(homeDir))).Get(pkg); err != nil {
+		if errors.Is(err, store.ErrNotInstalled) || store.CheckID(pkg) != nil {
+			return nil, fmt.Errorf("%q: %w (see `agentnode list`)", pkg, ErrUnknownPackage)
+		}
+		return nil, fmt.Errorf("%q: %w: %w", pkg, ErrNotExposable, err)
+	}
+	all, err := Scan(homeDir)
+	if err != nil {
+		return nil, err
+	}
+	c := all.Only(pkg)
+	if len(c.Tools) > 0 {
+		return c, nil
+	}
+	why := []string{}
+	for _, s := range c.Skipped {
+		w := s.Reason
+		if s.Tool != "" {
+			w = "tool " + s.Tool + ": " + w
+		}
+		if s.Code != "" {
+			w += " [" + s.Code + "]"
+		}
+		why = append(why, w)
+	}
+	if len(why) == 0 {
+		why = append(why, "it declares no tools")
+	}
+	return nil, fmt.Errorf("%q: %w: %s", pkg, ErrNotExposable, strings.Join(why, "; "))
+}

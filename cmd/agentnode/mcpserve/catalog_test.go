@@ -2,6 +2,7 @@ package mcpserve
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -262,6 +263,51 @@ func TestInputSchema(t *testing.T) {
 		}
 		if !json.Valid(got) {
 			t.Errorf("%s: invalid JSON %s", in, got)
+		}
+	}
+}
+
+// `--package`: one package's tools under their own names; a package that
+// is not installed, or has nothing to expose, is refused with why.
+func TestScanPackage(t *testing.T) {
+	h := t.TempDir()
+	install(t, h, toolpack("alpha-pack", `    - {name: echo, description: Echo, entrypoint: bin/tool, input_schema: {type: object}}
+    - {name: scalar, description: Scalar, entrypoint: bin/tool, input_schema: {type: string}}
+`))
+	install(t, h, toolpack("beta-pack", `    - {name: echo, description: Echo, entrypoint: bin/tool, input_schema: {type: object}}
+`))
+	install(t, h, toolpack("gamma-pack", `    - {name: scalar, description: Scalar, entrypoint: bin/tool, input_schema: {type: string}}
+`))
+	install(t, h, agentPkg)
+	install(t, h, mcpPkg)
+
+	c, err := ScanPackage(h, "alpha-pack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tools) != 1 || c.Tools[0].Name != "echo" || c.Tools[0].Package != "alpha-pack" || c.Tools[0].Tool != "echo" {
+		t.Fatalf("alpha-pack tools: %+v", c.Tools)
+	}
+	if len(c.Skipped) != 1 || c.Skipped[0].Tool != "scalar" {
+		t.Fatalf("alpha-pack skipped: %+v", c.Skipped)
+	}
+	if c, err := ScanPackage(h, "some-mcp"); err != nil || len(c.Tools) != 1 || c.Tools[0].Name != "srv" {
+		t.Fatalf("some-mcp: %+v, %v", c, err)
+	}
+	for _, bad := range []struct {
+		pkg  string
+		err  error
+		says string
+	}{
+		{"no-such-pack", ErrUnknownPackage, "not installed"},
+		{"Not A Package", ErrUnknownPackage, "not installed"},
+		{"../alpha-pack", ErrUnknownPackage, "not installed"},
+		{"some-agent", ErrNotExposable, "agent packages are not exposed"},
+		{"gamma-pack", ErrNotExposable, `tool scalar: input_schema has type "string"`},
+	} {
+		_, err := ScanPackage(h, bad.pkg)
+		if !errors.Is(err, bad.err) || !strings.Contains(err.Error(), bad.says) {
+			t.Errorf("%s: %v, want %v saying %q", bad.pkg, err, bad.err, bad.says)
 		}
 	}
 }

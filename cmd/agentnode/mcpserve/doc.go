@@ -22,6 +22,13 @@
 // `agentnode run`), other runtimes, packages the store cannot read.
 // Nothing about trust or policy is decided when listing.
 //
+// With `--package PKG` (Options.Package, Catalog.Only, ScanPackage) only
+// PKG's tools are served, under their own names (a tool name is already a
+// valid MCP name), so agentnode stands in for one server in a client's
+// configuration unchanged; an unknown or not exposable package is refused
+// before serving. Resources and prompts are not advertised (the only
+// capability is tools).
+//
 // An mcp_server package's server is started at its first call, on the
 // placement the kernel decides, and kept running for the next calls
 // (executor/mcpserver.Servers, wired in as the kernel's mcp_server
@@ -42,6 +49,19 @@
 // (like a bad --input, nothing audited). _meta carries
 // agentnode/request_id (the audit records' request_id), agentnode/decision,
 // agentnode/placement and agentnode/code.
+//
+// The stream (StdioTransport): newline-delimited JSON-RPC 2.0 read by a
+// framing layer of ours in front of the go-sdk server, because the go-sdk's
+// IOTransport ends the session on the first line it cannot decode (bad
+// JSON, a wrong "jsonrpc", an id it cannot read, a batch in a 2025-06-18
+// session) and cancels the calls still running when stdin closes. Each line
+// is bounded (MaxFrame, MaxDepth) and classified: what is not a valid
+// message is answered here (-32700, -32600, -32602, "id": null when the id
+// cannot be read) in the client's terms, and only valid messages reach the
+// go-sdk; its error answers that name Go types are reworded. Batches follow
+// the session's MCP version (refused from 2025-06-18, which removed them;
+// answered as one array before). At EOF the requests already read are
+// answered first (their calls run to the end and are audited).
 //
 // Installs and removes while serving: tools/list re-reads the store, a
 // tools/call of an unknown name re-reads it first, and the store directory

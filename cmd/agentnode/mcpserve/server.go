@@ -49,6 +49,10 @@ type Options struct {
 	// and removals, which are announced with notifications/tools/list_changed
 	// (default 1s; negative: never, tools/list still re-reads the store).
 	PollInterval time.Duration
+	// Package, if set, is the one package served (`--package`): its tools
+	// under their own names (Catalog.Only). Check it with ScanPackage
+	// before serving; a package removed while serving lists no tools.
+	Package string
 	// Workspace is the session's workspace (`--workspace`, resolved with
 	// dispatch.ResolveWorkspace; "": none), named in every call's request.
 	Workspace string
@@ -230,6 +234,9 @@ func (s *Server) Refresh() error {
 	if err != nil {
 		return err
 	}
+	if s.opts.Package != "" {
+		c = c.Only(s.opts.Package)
+	}
 	for _, p := range c.Problems {
 		s.logf("not exposed: %s", p)
 	}
@@ -312,11 +319,12 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	return toResult(out, runErr)
 }
 
-// MaxFrame bounds one inbound JSON-RPC message of `agentnode mcp serve`
-// (the go-sdk's IOTransport.MaxLineLength): a tools/call carries at most
-// plan.MaxInput bytes of arguments, the rest of a message is small. The
-// go-sdk refuses messages nested deeper than 1000 levels before decoding
-// them; arguments are checked against the input bounds (toolio.Arguments).
+// MaxFrame bounds one inbound JSON-RPC message (one line) of `agentnode mcp
+// serve` (StdioTransport): a tools/call carries at most plan.MaxInput bytes
+// of arguments, the rest of a message is small. A longer line is answered
+// -32600 and skipped. Messages nested deeper than MaxDepth are refused
+// before decoding; arguments are checked against the input bounds
+// (toolio.Arguments).
 const MaxFrame = plan.MaxInput + 64<<10
 
 // toResult converts a kernel outcome. Text forms:
