@@ -64,7 +64,11 @@ func newMCPServeCmd() *cobra.Command {
 			}
 			var in io.ReadCloser
 			var out io.WriteCloser
-			if web.addr != "" {
+			web.on = cmd.Flags().Changed("http")
+			if !web.on && (cmd.Flags().Changed("http-allow-remote") || cmd.Flags().Changed("http-host")) {
+				return fail(cmd, false, usageError("--http-allow-remote and --http-host go with --http ADDR"))
+			}
+			if web.on {
 				if web.addr, err = mcpserve.ListenAddr(web.addr, web.allowRemote); err != nil {
 					return fail(cmd, false, usageError("%w", err))
 				}
@@ -102,7 +106,7 @@ func newMCPServeCmd() *cobra.Command {
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if web.addr != "" {
+			if web.on {
 				err = serveMCPHTTP(ctx, srv, &web, dir, errw)
 			} else {
 				err = srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out, MaxLineLength: mcpserve.MaxFrame})
@@ -270,6 +274,7 @@ func printMCPStatus(w io.Writer, st *mcpStatus, setupErr error) error {
 
 // httpFlags are the --http flags of `mcp serve`.
 type httpFlags struct {
+	on          bool // --http was given
 	addr        string
 	allowRemote bool
 	opts        mcpserve.HTTPOptions
@@ -280,7 +285,7 @@ type httpFlags struct {
 func serveMCPHTTP(ctx context.Context, srv *mcpserve.Server, web *httpFlags, dir string, errw io.Writer) error {
 	ln, err := net.Listen("tcp", web.addr)
 	if err != nil {
-		return fmt.Errorf("mcp serve --http: %w", err)
+		return fmt.Errorf("--http: %w", err)
 	}
 	web.opts.AllowRemote = web.allowRemote
 	fmt.Fprintf(errw, "agentnode mcp: serving Streamable HTTP at http://%s%s (bearer token in %s)\n",

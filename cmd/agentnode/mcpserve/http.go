@@ -75,7 +75,7 @@ func ListenAddr(addr string, allowRemote bool) (string, error) {
 // not close the plugin host (Close does).
 func (s *Server) RunHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
 	if o.Token == "" {
-		return errors.New("mcp serve --http: no token")
+		return errors.New("http: no token")
 	}
 	if err := s.Refresh(); err != nil {
 		s.logf("%v", err)
@@ -95,7 +95,7 @@ func (s *Server) RunHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) er
 	go func() { served <- hs.Serve(ln) }()
 	select {
 	case err := <-served:
-		return fmt.Errorf("mcp serve --http: %w", err)
+		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
 	}
 	d.close()
