@@ -176,6 +176,13 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 // the usual MCP headers; host sets the Host header.
 func post(t testing.TB, u, host string, hdr map[string]string, body io.Reader) (int, string) {
 	t.Helper()
+	code, body2, _ := postResp(t, u, host, hdr, body)
+	return code, body2
+}
+
+// postResp is post that also returns the response headers.
+func postResp(t testing.TB, u, host string, hdr map[string]string, body io.Reader) (int, string, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, u, body)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +205,7 @@ func post(t testing.TB, u, host string, hdr map[string]string, body io.Reader) (
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, string(data)
+	return resp.StatusCode, string(data), resp.Header
 }
 
 // The official TypeScript SDK client, over Streamable HTTP with the token,
@@ -300,8 +307,9 @@ func TestMCPServeHTTPAttacks(t *testing.T) {
 			"basic":     {"Authorization": "Basic " + tok},
 			"as cookie": {"Cookie": "token=" + tok},
 		} {
-			if code, body := post(t, srv.url, "", hdr, strings.NewReader(initializeBody)); code != http.StatusUnauthorized {
-				t.Errorf("%s: %d %s, want 401", name, code, body)
+			code, body, h := postResp(t, srv.url, "", hdr, strings.NewReader(initializeBody))
+			if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer ") {
+				t.Errorf("%s: %d %s (WWW-Authenticate %q), want 401 with a Bearer challenge", name, code, body, h.Get("WWW-Authenticate"))
 			}
 		}
 		// The token works where the others did not (the 401s are not

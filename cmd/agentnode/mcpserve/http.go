@@ -134,6 +134,9 @@ func (s *Server) httpHandler(bound net.Addr, o HTTPOptions, d *drain) http.Handl
 		return &auth.TokenInfo{UserID: "agentnode"}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := w.(challenge); ok {
+			w = c.ResponseWriter // the SDK's event streams need its Flush
+		}
 		if r.ContentLength > MaxFrame {
 			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", MaxFrame), http.StatusRequestEntityTooLarge)
 			return
@@ -147,8 +150,19 @@ func (s *Server) httpHandler(bound net.Addr, o HTTPOptions, d *drain) http.Handl
 		sdk.ServeHTTP(w, r)
 	})
 	mux := http.NewServeMux()
-	mux.Handle(HTTPPath, bearer(inner))
+	checked := bearer(inner)
+	mux.HandleFunc(HTTPPath, func(w http.ResponseWriter, r *http.Request) { checked.ServeHTTP(challenge{w}, r) })
 	return hostGuard(bound, o, mux)
+}
+
+// challenge adds the RFC 6750 challenge to a 401.
+type challenge struct{ http.ResponseWriter }
+
+func (c challenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="agentnode mcp"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
 }
 
 // hostGuard answers 403 to a request whose Host is not the server's or
