@@ -542,3 +542,21 @@ func TestMCPServeHTTPShutdown(t *testing.T) {
 	}
 	e.cli(t, "audit", "verify")
 }
+
+// BenchmarkMCPToolsCallHTTP is BenchmarkMCPToolsCall over Streamable HTTP
+// (`mcp serve --http`, the Go SDK client with the token): the same call,
+// plus the HTTP round trip, the Host/Origin/token checks and the SSE
+// response.
+func BenchmarkMCPToolsCallHTTP(b *testing.B) {
+	e := sharedSandboxEnv(b)
+	srv := e.serveHTTP(b)
+	cs := connectHTTP(b, srv.url, e.token(b))
+	callTool(b, cs, "mcp-bench__echo", map[string]any{"x": 1}) // start the plugins
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := callTool(b, cs, "mcp-bench__echo", map[string]any{"x": 1})
+		if r.IsError || resultText(r) != `{"x":1}` {
+			b.Fatalf("isError=%v %q\nstderr: %s", r.IsError, resultText(r), srv.stderr)
+		}
+	}
+}
