@@ -528,6 +528,12 @@ func TestMCPServeHTTPShutdown(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Nor is a new call taken on the open session.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-tools__echo", Arguments: map[string]any{"x": 1}}); err == nil {
+		t.Errorf("a call after SIGTERM was served: %+v", r)
+	}
 	res := <-done
 	if res.err != nil || res.r.IsError || resultText(res.r) != `{"slept":true}` {
 		t.Fatalf("the call running at SIGTERM: %v %+v\nstderr: %s", res.err, res.r, srv.stderr)
@@ -539,6 +545,10 @@ func TestMCPServeHTTPShutdown(t *testing.T) {
 	recs := e.auditRecords(t, id)
 	if len(recs) != 2 || recs[0]["tool"] != "nap" || recs[1]["event"] != "outcome" || recs[1]["exit_code"] != float64(0) {
 		t.Fatalf("audit of the call running at SIGTERM %s: %v", id, recs)
+	}
+	// The refused call was never decided.
+	if data, _ := os.ReadFile(auditLog); bytes.Contains(data, []byte(`"tool":"echo"`)) {
+		t.Errorf("a call after SIGTERM was audited:\n%s", data)
 	}
 	e.cli(t, "audit", "verify")
 }
