@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -478,6 +479,31 @@ func TestMCPServeHTTPAttacks(t *testing.T) {
 	})
 	if strings.Contains(srv.stderr.String(), "panic") {
 		t.Errorf("stderr: %s", srv.stderr)
+	}
+}
+
+// Two HTTP sessions are two MCP sessions of one server: their calls share
+// the plugin processes (started once, for the first call of either).
+func TestMCPServeHTTPSessionsShareServer(t *testing.T) {
+	e := httpEnv(t)
+	srv := e.serveHTTP(t)
+	tok := e.token(t)
+	a, b := connectHTTP(t, srv.url, tok), connectHTTP(t, srv.url, tok)
+	if a.ID() == "" || a.ID() == b.ID() {
+		t.Fatalf("session ids %q and %q", a.ID(), b.ID())
+	}
+	if r := callTool(t, a, "mcp-tools__echo", map[string]any{"x": 1}); r.IsError || resultText(r) != `{"x":1}` {
+		t.Fatalf("session a: %q\nstderr: %s", resultText(r), srv.stderr)
+	}
+	plugins := childPlugins(t, srv.cmd.Process.Pid)
+	if len(plugins) == 0 {
+		t.Fatal("no plugin processes under mcp serve --http after a call")
+	}
+	if r := callTool(t, b, "mcp-tools__echo", map[string]any{"x": 2}); r.IsError || resultText(r) != `{"x":2}` {
+		t.Fatalf("session b: %q\nstderr: %s", resultText(r), srv.stderr)
+	}
+	if again := childPlugins(t, srv.cmd.Process.Pid); !maps.Equal(plugins, again) {
+		t.Errorf("plugin processes differ between sessions: %v, then %v", plugins, again)
 	}
 }
 
