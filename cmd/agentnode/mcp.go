@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,12 +31,13 @@ func newMCPCmd() *cobra.Command {
 		Use:   "mcp",
 		Short: "Serve the installed tools to MCP clients, every call through agentnode",
 	}
-	cmd.AddCommand(newMCPServeCmd(), newMCPStatusCmd())
+	cmd.AddCommand(newMCPServeCmd(), newMCPStatusCmd(), newMCPTokenCmd())
 	return cmd
 }
 
 func newMCPServeCmd() *cobra.Command {
 	var workspace, pkg string
+	var web httpFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a stdio MCP server exposing every installed toolpack tool as <package>__<tool>",
@@ -43,7 +45,10 @@ func newMCPServeCmd() *cobra.Command {
 			"--package PKG: only PKG's tools, under their own names), and every\n" +
 			"call is decided, audited and run by agentnode exactly like `agentnode run` (never interactive: a\n" +
 			"prompt is a deny). A refusal is a tool error \"deny <code>: <reason>\". Only MCP goes to stdout;\n" +
-			"messages go to stderr. Installs and removes while serving are picked up (tools/list_changed).",
+			"messages go to stderr. Installs and removes while serving are picked up (tools/list_changed).\n\n" +
+			"--http ADDR serves Streamable HTTP at http://ADDR/mcp instead (loopback only unless\n" +
+			"--http-allow-remote); every request needs \"Authorization: Bearer <token>\" with the token of\n" +
+			"`agentnode mcp token`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			useDefaultGC() // a server runs for long
@@ -63,8 +68,20 @@ func newMCPServeCmd() *cobra.Command {
 					return fail(cmd, false, &failure{exit: reason.ExitUsage, err: err})
 				}
 			}
-			in, out, err := mcpStdio(cmd)
-			if err != nil {
+			var in io.ReadCloser
+			var out io.WriteCloser
+			web.on = cmd.Flags().Changed("http")
+			if !web.on && (cmd.Flags().Changed("http-allow-remote") || cmd.Flags().Changed("http-host")) {
+				return fail(cmd, false, usageError("--http-allow-remote and --http-host go with --http ADDR"))
+			}
+			if web.on {
+				if web.addr, err = mcpserve.ListenAddr(web.addr, web.allowRemote); err != nil {
+					return fail(cmd, false, usageError("%w", err))
+				}
+				if web.opts.Token, err = mcpserve.Token(dir); err != nil {
+					return fail(cmd, false, usageError("%w", err))
+				}
+			} else if in, out, err = mcpStdio(cmd); err != nil {
 				return fail(cmd, false, err)
 			}
 			errw := cmd.ErrOrStderr()
@@ -99,7 +116,11 @@ func newMCPServeCmd() *cobra.Command {
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err = srv.Run(ctx, &mcpserve.StdioTransport{Reader: in, Writer: out, MaxFrame: mcpserve.MaxFrame, Log: errw})
+			if web.on {
+				err = serveMCPHTTP(ctx, srv, &web, dir, errw)
+			} else {
+				err = srv.Run(ctx, &mcpserve.StdioTransport{Reader: in, Writer: out, MaxFrame: mcpserve.MaxFrame, Log: errw})
+			}
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 				return fail(cmd, false, fmt.Errorf("mcp serve: %w", err))
 			}
@@ -107,6 +128,9 @@ func newMCPServeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&pkg, "package", "", "serve only this installed package's tools, under their own names (no <package>__ prefix)")
+	cmd.Flags().StringVar(&web.addr, "http", "", "serve Streamable HTTP on HOST:PORT (e.g. 127.0.0.1:8765; :0 picks a free loopback port) instead of stdio")
+	cmd.Flags().BoolVar(&web.allowRemote, "http-allow-remote", false, "let --http listen on a non-loopback address")
+	cmd.Flags().StringSliceVar(&web.opts.Hosts, "http-host", nil, "a name accepted in the Host and Origin headers besides localhost and loopback addresses (repeatable)")
 	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours every call may use, as each tool's permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
 	return cmd
 }
@@ -265,4 +289,45 @@ func printMCPStatus(w io.Writer, st *mcpStatus, setupErr error) error {
 		}
 	}
 	return nil
+}
+
+// httpFlags are the --http flags of `mcp serve`.
+type httpFlags struct {
+	on          bool // --http was given
+	addr        string
+	allowRemote bool
+	opts        mcpserve.HTTPOptions
+}
+
+// serveMCPHTTP listens on web.addr and serves until ctx is done; the bound
+// address goes to errw (so --http :0 is usable).
+func serveMCPHTTP(ctx context.Context, srv *mcpserve.Server, web *httpFlags, dir string, errw io.Writer) error {
+	ln, err := net.Listen("tcp", web.addr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	web.opts.AllowRemote = web.allowRemote
+	fmt.Fprintf(errw, "agentnode mcp: serving Streamable HTTP at http://%s%s (bearer token in %s)\n",
+		ln.Addr(), mcpserve.HTTPPath, mcpserve.TokenPath(dir))
+	return srv.RunHTTP(ctx, ln, web.opts)
+}
+
+func newMCPTokenCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "token",
+		Short: "Print the bearer token of `mcp serve --http` (created at first use, mode 0600 in the home)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := home.Dir()
+			if err != nil {
+				return fail(cmd, false, reason.New(reason.NotSetUp, "%w", err))
+			}
+			tok, err := mcpserve.Token(dir)
+			if err != nil {
+				return fail(cmd, false, usageError("%w", err))
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), tok)
+			return err
+		},
+	}
 }

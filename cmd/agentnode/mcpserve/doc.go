@@ -66,4 +66,11 @@
 // Installs and removes while serving: tools/list re-reads the store, a
 // tools/call of an unknown name re-reads it first, and the store directory
 // is polled (1 s) so clients get notifications/tools/list_changed.
+//
+// Transports: Run serves one session on a transport (stdio in `mcp serve`);
+// RunHTTP (http.go) serves Streamable HTTP (`mcp serve --http`), each HTTP
+// session one MCP session of the same Server, behind a Host/Origin check
+// against DNS rebinding, the bearer token of Token (token.go, a 0600 file
+// in the home) and the MaxFrame size bound, and drains the calls in
+// flight when it is stopped.
 package mcpserve
