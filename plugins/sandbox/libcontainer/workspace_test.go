@@ -131,7 +131,7 @@ func TestReapOrphanRoots(t *testing.T) {
 	b, fx := setup(t)
 	ws := workspaceDir(t)
 	dead := newID(t, b, "ws-orphan")
-	r, err := b.makeWorkspaceRoot(dead, fx.Rootfs, ws)
+	r, err := b.makeRunRoot(dead, fx.Rootfs, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestReapOrphanRoots(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := newID(t, b, "ws-live")
-	lr, err := b.makeWorkspaceRoot(live, fx.Rootfs, ws)
+	lr, err := b.makeRunRoot(live, fx.Rootfs, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
