@@ -57,14 +57,14 @@ type backend struct {
 	log          hclog.Logger
 	stateRoot    string
 	cgroupParent string
-	geteuid      func() int  // os.Geteuid; replaced in tests
+	geteuid      func() int // os.Geteuid; replaced in tests
 	// subuidFile and subgidFile hold agentnode's reservation of
 	// subordinate ids (userns.go): subid.UIDFile and subid.GIDFile, or
 	// private copies in tests.
 	subuidFile, subgidFile string
-	owner        string      // ownerLabel value: this process
-	mntNS        string      // this process's mount namespace at start
-	warming      atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
+	owner                  string      // ownerLabel value: this process
+	mntNS                  string      // this process's mount namespace at start
+	warming                atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
 	// reaper kills and destroys a run's container should this process
 	// die mid-run, or hang past the run's deadline (sdk/sandbox/reaper).
 	reaper *reaper.Reaper
