@@ -138,6 +138,25 @@ func (s *idSlot) mappings() []configs.IDMap {
 	}
 }
 
+// userNamespace takes a slot of the reservation and puts config into a
+// user namespace mapped onto it. The caller releases the slot. nil, nil
+// only for the benchmark's backend without one (noUserNS).
+func (b *backend) userNamespace(config *configs.Config) (*idSlot, error) {
+	if b.noUserNS {
+		return nil, nil
+	}
+	ids, err := b.reservation()
+	if err != nil {
+		return nil, err
+	}
+	slot, err := b.acquireSlot(ids)
+	if err != nil {
+		return nil, err
+	}
+	applyUserNS(config, slot)
+	return slot, nil
+}
+
 // applyUserNS puts config into a new user namespace mapped onto slot. The
 // other namespaces, created with it, are owned by it.
 func applyUserNS(config *configs.Config, slot *idSlot) {
@@ -154,6 +173,9 @@ func applyUserNS(config *configs.Config, slot *idSlot) {
 // workspace needs (its ids are not the owner's), and what it creates there
 // belongs to the owner on the host, not to a subordinate id.
 func idmapWorkspace(config *configs.Config, path string, slot *idSlot) error {
+	if slot == nil {
+		return nil // the benchmark's backend without a user namespace
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return fmt.Errorf("workspace: %w", err)

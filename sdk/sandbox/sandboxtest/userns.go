@@ -136,8 +136,12 @@ func checkUsernsHostIDs(ctx context.Context, h *harness) outcome {
 		}
 		r.uid, r.gid = statusIDs(pid, "Uid"), statusIDs(pid, "Gid")
 	}
-	for i, r := range runs {
+	// Both end together: each run's leftover check waits for every probe
+	// process, the other run's too.
+	for _, r := range runs {
 		r.stdinW.Close()
+	}
+	for i, r := range runs {
 		if !ended[i] {
 			results[i] = <-r.done
 		}
