@@ -185,6 +185,18 @@ func (r *runRoot) remove() error {
 	return nil
 }
 
+// removeOwnedRoot removes run id's root if owner made it (the reaper's
+// final reap of a run whose plugin died).
+func (b *backend) removeOwnedRoot(id, owner string) error {
+	dir := filepath.Join(b.rootsDir(), id)
+	got, err := os.ReadFile(filepath.Join(dir, "owner"))
+	if err != nil || string(got) != owner {
+		return nil // none, or not the armed run's
+	}
+	r := &runRoot{dir: dir, merged: filepath.Join(dir, "root")}
+	return r.remove()
+}
+
 // reapOrphanRoots removes the run roots whose owning plugin process
 // is gone (it died mid-run). Roots of live owners are never touched.
 func (b *backend) reapOrphanRoots() error {
