@@ -51,7 +51,38 @@ type doctorReport struct {
 	// (specs/config.md): mapped onto agentnode's policy, or accepted and
 	// not enforced.
 	SDKKeys []configedit.SDKKey `json:"sdk_keys,omitempty"`
-	Version string              `json:"version"`
+	// UserNamespace says whether the configured sandbox backend gives
+	// each sandbox a user namespace of its own (nil without a config).
+	UserNamespace *usernsReport `json:"sandbox_user_namespace,omitempty"`
+	Version       string        `json:"version"`
+}
+
+// usernsReport is the doctor's note on the sandbox user namespace.
+type usernsReport struct {
+	Backend string `json:"backend"`
+	// Known: the backend is a bundled one whose answer agentnode knows.
+	Known  bool   `json:"known"`
+	Has    bool   `json:"has_user_namespace"`
+	Detail string `json:"detail"`
+}
+
+// usernsBackends are the bundled backends and whether each runs every
+// sandbox in a user namespace of its own (specs/sandbox/README.md).
+var usernsBackends = map[string]bool{"libcontainer": true, "docker": false, "podman": false}
+
+// usernsStatus is the note for backend.
+func usernsStatus(backend string) *usernsReport {
+	has, known := usernsBackends[backend]
+	r := &usernsReport{Backend: backend, Known: known, Has: has}
+	switch {
+	case !known:
+		r.Detail = backend + ": not a bundled backend; whether it maps the sandbox user to other host ids is unknown"
+	case has:
+		r.Detail = backend + ": every sandbox has its own user namespace (uid 1000 inside is a subordinate id of agentnode's reservation on the host)"
+	default:
+		r.Detail = backend + ": no user namespace: the sandbox user is host uid 1000 (files of host uid 1000 are its own); the libcontainer backend has one"
+	}
+	return r
 }
 
 // hostConfinementReport is what this kernel and build can do to confine
@@ -108,6 +139,9 @@ func newDoctorCmd() *cobra.Command {
 						detail += " " + k.Effect
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s\n", "config", termsafe.Line(detail))
+				}
+				if u := rep.UserNamespace; u != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s\n", "sandbox user namespace", termsafe.Line(u.Detail))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "host execution:      %s\nsandboxed execution: %s\n", yesNo(rep.HostReady), yesNo(rep.SandboxReady))
 			}
@@ -204,6 +238,9 @@ func runDoctor() *doctorReport {
 		sandboxOK = add("sandbox backend", checkBackend(dir, cfg.Sandbox.Backend, img), cfg.Sandbox.Backend+" available") && imgOK
 	}
 	rep.SandboxReady = baseOK && sandboxOK
+	if cfg != nil {
+		rep.UserNamespace = usernsStatus(cfg.Sandbox.Backend)
+	}
 	if cfg != nil {
 		// runtime: python tools: the host's interpreter, and the pinned
 		// Python runtime image (optional: exec tools need neither, so

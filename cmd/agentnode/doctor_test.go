@@ -109,3 +109,25 @@ func TestHostConfinementStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorUserNamespace: doctor says whether the configured backend gives
+// each sandbox a user namespace, and which bundled backends do not.
+func TestDoctorUserNamespace(t *testing.T) {
+	trustHome(t)
+	_, rep, out := doctorJSON(t)
+	if u := rep.UserNamespace; u == nil || u.Backend != "libcontainer" || !u.Has || !u.Known {
+		t.Fatalf("sandbox_user_namespace = %+v in %s", rep.UserNamespace, out)
+	}
+	for backend, has := range map[string]bool{"docker": false, "podman": false, "libcontainer": true} {
+		u := usernsStatus(backend)
+		if !u.Known || u.Has != has || !strings.Contains(u.Detail, backend) {
+			t.Errorf("usernsStatus(%s) = %+v", backend, u)
+		}
+		if !has && !strings.Contains(u.Detail, "no user namespace") {
+			t.Errorf("usernsStatus(%s) does not say it lacks one: %q", backend, u.Detail)
+		}
+	}
+	if u := usernsStatus("thirdparty"); u.Known || u.Has {
+		t.Errorf("an unknown backend: %+v", u)
+	}
+}

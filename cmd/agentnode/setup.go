@@ -12,6 +12,7 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox/subid"
 )
 
 func init() { register(newSetupCmd) }
@@ -31,6 +32,13 @@ type setupResult struct {
 	OpenDirs      []string `json:"readable_by_others"`
 	ConfigCreated bool     `json:"config_created"`
 	AddedKeys     []string `json:"added_keys"`
+	// SubIDs is agentnode's reservation of subordinate ids in /etc/subuid
+	// and /etc/subgid ("START-END"), which the libcontainer backend maps
+	// each sandbox's user namespace into; "" when setup could not make it
+	// (SubIDsNote says why).
+	SubIDs      string `json:"subordinate_ids"`
+	SubIDsAdded bool   `json:"subordinate_ids_added"`
+	SubIDsNote  string `json:"subordinate_ids_note,omitempty"`
 }
 
 func newSetupCmd() *cobra.Command {
@@ -91,12 +99,32 @@ func runSetup(cmd *cobra.Command) (*setupResult, error) {
 	}
 	res.ConfigCreated = created
 	res.AddedKeys = append(res.AddedKeys, added...)
+	res.SubIDs, res.SubIDsAdded, res.SubIDsNote = reserveSubIDs()
 	for _, hook := range setupHooks {
 		if err := hook(cmd, dir); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// reserveSubIDs makes agentnode's reservation of subordinate ids
+// (sdk/sandbox/subid), which the libcontainer backend needs: every sandbox
+// runs in a user namespace mapped into it. It needs root (as the backend
+// does); without it, or should the files refuse it, setup still succeeds
+// and says why (the backend then reports itself unavailable).
+func reserveSubIDs() (rng string, added bool, note string) {
+	if runtime.GOOS != "linux" {
+		return "", false, "no subordinate ids on " + runtime.GOOS + " (the libcontainer backend is Linux only)"
+	}
+	if os.Geteuid() != 0 {
+		return "", false, fmt.Sprintf("not root: no subordinate ids reserved in %s (the libcontainer backend, which needs root, needs them: run setup as root to use it)", subid.UIDFile)
+	}
+	r, added, err := subid.Reserve(subid.Files{})
+	if err != nil {
+		return "", false, fmt.Sprintf("no subordinate ids reserved (the libcontainer backend needs them): %v", err)
+	}
+	return r.String(), added, ""
 }
 
 // ensurePrivateDir creates d with mode 0700. An existing directory is never
@@ -147,6 +175,14 @@ func printSetup(cmd *cobra.Command, res *setupResult) {
 		}
 	default:
 		fmt.Fprintf(w, "unchanged %s (complete and valid)\n", res.Config)
+	}
+	switch {
+	case res.SubIDsAdded:
+		fmt.Fprintf(w, "reserved  subordinate ids %s for agentnode in %s and %s\n", res.SubIDs, subid.UIDFile, subid.GIDFile)
+	case res.SubIDs != "":
+		fmt.Fprintf(w, "unchanged subordinate ids %s for agentnode in %s and %s\n", res.SubIDs, subid.UIDFile, subid.GIDFile)
+	default:
+		fmt.Fprintf(w, "note      %s\n", res.SubIDsNote)
 	}
 	fmt.Fprintf(w, "agentnode is set up in %s\n", res.Home)
 }

@@ -57,10 +57,17 @@ type backend struct {
 	log          hclog.Logger
 	stateRoot    string
 	cgroupParent string
-	geteuid      func() int  // os.Geteuid; replaced in tests
-	owner        string      // ownerLabel value: this process
-	mntNS        string      // this process's mount namespace at start
-	warming      atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
+	geteuid      func() int // os.Geteuid; replaced in tests
+	// noUserNS runs without the user namespace and its own root: for the
+	// benchmark that measures their cost only, never set otherwise.
+	noUserNS bool
+	// subuidFile and subgidFile hold agentnode's reservation of
+	// subordinate ids (userns.go): subid.UIDFile and subid.GIDFile, or
+	// private copies in tests.
+	subuidFile, subgidFile string
+	owner                  string      // ownerLabel value: this process
+	mntNS                  string      // this process's mount namespace at start
+	warming                atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
 	// reaper kills and destroys a run's container should this process
 	// die mid-run, or hang past the run's deadline (sdk/sandbox/reaper).
 	reaper *reaper.Reaper
@@ -76,6 +83,7 @@ func newBackend(log hclog.Logger) *backend {
 		log = hclog.NewNullLogger()
 	}
 	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid, reaper: reaper.New()}
+	b.subuidFile, b.subgidFile = subidFiles()
 	if id, err := processID(os.Getpid()); err == nil {
 		b.owner = id
 	}
@@ -87,7 +95,9 @@ func newBackend(log hclog.Logger) *backend {
 
 // Availability reports whether this host can run req's rootfs: root, seccomp
 // (compiled in and in the kernel), the cgroup controllers the profile's
-// limits need, and an unpacked rootfs directory.
+// limits need, agentnode's reservation of subordinate ids (every sandbox
+// gets a user namespace mapped into it: userns.go), and an unpacked rootfs
+// directory.
 func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityRequest) (*sandbox.AvailabilityResponse, error) {
 	if req == nil {
 		return nil, errors.New("libcontainer: nil AvailabilityRequest")
@@ -106,6 +116,9 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 	}
 	if detail := cgroupProblem(); detail != "" {
 		return no(sandbox.ReasonIncompatible, "%s", detail)
+	}
+	if _, err := b.reservation(); err != nil {
+		return no(sandbox.ReasonNotInstalled, "every sandbox needs a user namespace: %v", err)
 	}
 	if req.ImageStore == "" {
 		return no(sandbox.ReasonImageMissing, "no image store holding %s (run `agentnode sandbox build`)", req.Image)
@@ -253,26 +266,48 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := b.ensureStateRoot(); err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
+	// Its own user namespace, on a slot of ids no other live run holds
+	// (userns.go); without the reservation nothing runs.
+	slot, err := b.userNamespace(config)
+	if err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+	// Released once the container is proven gone; should that fail, held
+	// until this process ends, so no other run is given the ids of one
+	// that may still live.
+	keepSlot := false
+	defer func() {
+		if !keepSlot {
+			slot.release()
+		}
+	}()
 	baseline, err := countMountsUnder(rootfs)
 	if err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
-	// A workspace's mount point is made in a root of the run's own, never
-	// in the verified image (workspace.go).
-	var wsRoot *workspaceRoot
+	// The run's own root (workspace.go): one container root can pass to,
+	// and with a workspace one that has its mount point.
+	var wsPath string
 	if req.Workspace != nil {
 		if err := profile.CheckWorkspace(*req.Workspace); err != nil {
 			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 		}
-		if wsRoot, err = b.makeWorkspaceRoot(id, rootfs, req.Workspace.Path); err != nil {
+		wsPath = req.Workspace.Path
+		if err := idmapWorkspace(config, wsPath, slot); err != nil {
 			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 		}
-		config.Rootfs = wsRoot.merged
+	}
+	var root *runRoot
+	if slot != nil || wsPath != "" {
+		if root, err = b.makeRunRoot(id, rootfs, wsPath); err != nil {
+			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		}
+		config.Rootfs = root.merged
 	}
 
 	container, err := libcontainer.Create(b.stateRoot, id, config)
 	if err != nil {
-		if rerr := wsRoot.remove(); rerr != nil {
+		if rerr := root.remove(); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, libcontainer.ErrExist) {
@@ -289,7 +324,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	defer func() {
 		cleanErr := b.destroyAndVerify(container, id, rootfs, baseline)
 		if cleanErr == nil {
-			cleanErr = wsRoot.remove()
+			cleanErr = root.remove()
 		}
 		if cleanErr == nil {
 			// Proven gone. Otherwise the reaper keeps it and tries
@@ -303,6 +338,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		}
 		switch {
 		case cleanErr != nil:
+			keepSlot = true
 			b.log.Error("container cleanup not verified", "run_id", id, "error", cleanErr)
 			resp, err = nil, errors.Join(err, cleanErr)
 		case err != nil:

@@ -718,6 +718,13 @@ func TestReapRun(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { _, err := proc.Wait(); waited <- err }()
+	// The run's own root, as Run makes it (the container above does not
+	// use it): the final reap removes it too.
+	root, err := b.makeRunRoot(id, fx.Rootfs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.remove() })
 	target := func(owner string) json.RawMessage {
 		raw, err := json.Marshal(reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: id, Owner: owner})
 		if err != nil {
@@ -734,6 +741,9 @@ func TestReapRun(t *testing.T) {
 	}
 	if st, err := c.Status(); err != nil || st != libcontainer.Running {
 		t.Fatalf("another owner's reap touched the container: %v, %v", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(root.merged, "bin", "busybox")); err != nil {
+		t.Fatalf("another owner's reap touched the run's root: %v", err)
 	}
 
 	// The deadline: killed, not removed.
@@ -754,6 +764,9 @@ func TestReapRun(t *testing.T) {
 		t.Fatalf("reapRun(final=true) = %v", err)
 	}
 	assertNoLeftovers(t, b, fx, id)
+	if _, err := os.Lstat(root.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the run's root outlived the final reap: %v", err)
+	}
 	if err := reapRun(t.Context(), target(b.owner), true); err != nil {
 		t.Fatalf("reapRun of a destroyed container = %v", err)
 	}

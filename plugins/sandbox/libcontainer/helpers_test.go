@@ -23,6 +23,7 @@ import (
 	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
+	"github.com/agentnode/agentnode/sdk/sandbox/subid"
 )
 
 // requireEnv is set in CI: a test that would skip fails instead.
@@ -44,6 +45,8 @@ var (
 	ownOnce         sync.Once
 	ownStateRoot    string
 	ownCgroupParent string // "/agentnode-test-<pid>-<random>"
+	ownSubUID       string // a private subuid file holding the reservation
+	ownSubGID       string // and its subgid file
 	ownErr          error
 )
 
@@ -54,6 +57,13 @@ func ownPlaces() (stateRoot, cgroupParent string, err error) {
 		_, _ = rand.Read(r[:])
 		ownCgroupParent = fmt.Sprintf("%s-test-%d-%s", DefaultCgroupParent, os.Getpid(), hex.EncodeToString(r[:]))
 		ownStateRoot, ownErr = os.MkdirTemp("", "agentnode-libcontainer-state-")
+		if ownErr != nil {
+			return
+		}
+		// The reservation `agentnode setup` makes, in private copies of
+		// /etc/subuid and /etc/subgid (clear of this host's accounts).
+		ownSubUID, ownSubGID = ownStateRoot+"-subuid", ownStateRoot+"-subgid"
+		_, _, ownErr = subid.Reserve(subid.Files{UID: ownSubUID, GID: ownSubGID})
 	})
 	return ownStateRoot, ownCgroupParent, ownErr
 }
@@ -63,7 +73,7 @@ func ownPlaces() (stateRoot, cgroupParent string, err error) {
 // here: main.go's init takes over first.)
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, d := range []string{fixtureDir, pluginDir, ownStateRoot} {
+	for _, d := range []string{fixtureDir, pluginDir, ownStateRoot, ownStateRoot + "-ids", ownSubUID, ownSubGID} {
 		if d != "" {
 			_ = os.RemoveAll(d)
 		}
@@ -191,6 +201,11 @@ func setup(tb testing.TB) (*backend, fixture) {
 	}
 	b := newBackend(hclog.New(&hclog.LoggerOptions{Name: "libcontainer-test", Output: os.Stderr, Level: hclog.Warn}))
 	b.stateRoot, b.cgroupParent = stateRoot, cgroupParent
+	b.subuidFile, b.subgidFile = ownSubUID, ownSubGID
+	// The built plugin, which the binary tests start from this process,
+	// takes the same files.
+	tb.Setenv(subUIDFileEnv, ownSubUID)
+	tb.Setenv(subGIDFileEnv, ownSubGID)
 	resp, err := b.Availability(tb.Context(), &sandbox.AvailabilityRequest{Image: fx.Image, ImageStore: fx.Store})
 	if err != nil {
 		tb.Fatalf("Availability: %v", err)

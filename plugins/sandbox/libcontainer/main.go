@@ -89,7 +89,7 @@ func main() {
 			logger.Error("orphaned containers left behind", "error", err)
 		}
 		if err := b.reapOrphanRoots(); err != nil {
-			logger.Error("orphaned workspace roots left behind", "error", err)
+			logger.Error("orphaned run roots left behind", "error", err)
 		}
 	}()
 	sandbox.Serve(info(), b)

@@ -139,20 +139,25 @@ func reapRun(_ context.Context, raw json.RawMessage, final bool) error {
 	b := newBackend(nil)
 	b.stateRoot, b.cgroupParent = t.StateRoot, t.CgroupParent
 	c, err := libcontainer.Load(b.stateRoot, t.ID)
-	if errors.Is(err, libcontainer.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, libcontainer.ErrNotExist):
+	case err != nil:
 		return fmt.Errorf("libcontainer: loading %s: %w", t.ID, err)
-	}
-	if ownerOf(c) != t.Owner {
+	case ownerOf(c) != t.Owner:
 		return nil // not the container that was armed
-	}
-	if !final {
+	case !final:
 		if err := c.Signal(unix.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
 			return fmt.Errorf("libcontainer: killing %s: %w", t.ID, err)
 		}
 		return nil
+	default:
+		if err := b.reapContainer(c, t.ID); err != nil {
+			return err
+		}
 	}
-	return b.reapContainer(c, t.ID)
+	if !final {
+		return nil
+	}
+	// The run's own root (workspace.go), once its container is gone.
+	return b.removeOwnedRoot(t.ID, t.Owner)
 }

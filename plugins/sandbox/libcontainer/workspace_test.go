@@ -35,6 +35,9 @@ func rootfsListing(t *testing.T, root string) []string {
 	return out
 }
 
+// wsOwner owns the test workspace.
+const wsOwner = 4242
+
 // workspaceDir makes a workspace in a directory the image does not have
 // (/var is not in the fixture's rootfs), so the mount point's whole chain
 // must be made somewhere: never in the image.
@@ -52,14 +55,21 @@ func workspaceDir(t *testing.T) string {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The sandbox user (uid 1000) owns it, as a user's own directory.
-	if err := os.Chown(ws, 1000, 1000); err != nil {
+	// A user owns it, as their own directory: not the sandbox user's id
+	// (1000), which inside is neither that user nor root; the idmapped
+	// workspace mount makes the owner the sandbox user.
+	if err := os.Chown(ws, wsOwner, wsOwner); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ws, "in.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
+	// The owner's alone (0600): the sandbox reads it as the owner.
+	csv := filepath.Join(ws, "in.csv")
+	if err := os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(csv, wsOwner, wsOwner); err != nil {
 		t.Fatal(err)
 	}
 	return ws
@@ -67,7 +77,7 @@ func workspaceDir(t *testing.T) string {
 
 // TestWorkspace: the workspace is at its own path and is the working
 // directory; read-only unless writable; nothing in it executes; a file
-// written appears on the host as the sandbox user's; the verified image is
+// written appears on the host as the workspace owner's; the verified image is
 // not changed by making the mount point, and nothing of the run's root is
 // left.
 func TestWorkspace(t *testing.T) {
@@ -106,7 +116,8 @@ func TestWorkspace(t *testing.T) {
 	if err != nil || string(data) != "result\n" {
 		t.Fatalf("the written file on the host: %q, %v", data, err)
 	}
-	assertOwner(t, filepath.Join(ws, "out.txt"), 1000)
+	// The owner's on the host, not a subordinate id.
+	assertOwner(t, filepath.Join(ws, "out.txt"), wsOwner)
 	assertNoLeftovers(t, b, fx, id)
 
 	if after := rootfsListing(t, fx.Rootfs); !slices.Equal(before, after) {
@@ -131,7 +142,7 @@ func TestReapOrphanRoots(t *testing.T) {
 	b, fx := setup(t)
 	ws := workspaceDir(t)
 	dead := newID(t, b, "ws-orphan")
-	r, err := b.makeWorkspaceRoot(dead, fx.Rootfs, ws)
+	r, err := b.makeRunRoot(dead, fx.Rootfs, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +150,7 @@ func TestReapOrphanRoots(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := newID(t, b, "ws-live")
-	lr, err := b.makeWorkspaceRoot(live, fx.Rootfs, ws)
+	lr, err := b.makeRunRoot(live, fx.Rootfs, ws)
 	if err != nil {
 		t.Fatal(err)
 	}

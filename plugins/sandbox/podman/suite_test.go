@@ -29,5 +29,8 @@ func suiteConfig(fx fixture) sandboxtest.Config {
 	return sandboxtest.Config{
 		Image:      fx.Img.Ref,
 		ImageStore: fx.Img.Store,
+		// Rootful podman without --userns: the sandbox user is host uid
+		// 1000.
+		NoUserNamespace: "podman runs the sandbox in the host's user namespace",
 	}
 }

@@ -26,8 +26,9 @@
 //	SANDBOXTEST_IMAGE_STORE=$AGENTNODE_HOME/images \
 //	go test github.com/agentnode/agentnode/sdk/sandbox/sandboxtest -run TestPluginBinary -v
 //
-// (SANDBOXTEST_SKIP=a,b fills Config.Skip, and
-// SANDBOXTEST_WORKSPACE_WRITE_REFUSED=1 Config.WorkspaceWriteRefused.)
+// (SANDBOXTEST_SKIP=a,b fills Config.Skip,
+// SANDBOXTEST_WORKSPACE_WRITE_REFUSED=1 Config.WorkspaceWriteRefused, and
+// SANDBOXTEST_NO_USER_NAMESPACE=REASON Config.NoUserNamespace.)
 //
 // Run first asks Availability and fails the test when the backend is
 // unavailable (check Availability yourself first if you want to skip
@@ -236,6 +237,22 @@
 // mounts take no noexec) sets Config.WorkspaceWriteRefused: the two
 // writable checks then require that Run refuses the run with an error,
 // with no output, nothing written and nothing left behind.
+//
+// The sandbox's own user namespace:
+//   - userns-mapped: /proc/self/uid_map and gid_map have no extent that
+//     maps an id to itself, and map the sandbox user (1000) to a host id
+//     that is neither 1000 nor 0.
+//   - userns-host-file: files of mode 0600 in the package directory, one
+//     owned by the user running the suite and (as root) one by host uid
+//     1000, cannot be opened (EACCES).
+//   - userns-host-ids: two runs wait at once while the suite reads their
+//     /proc/PID/status on the host: each one's four uids (and gids) are one
+//     id, not 0, 1000, the suite's own or an account of the host, and the
+//     two runs' differ.
+//
+// A backend without a user namespace of its own (Docker, Podman) sets
+// Config.NoUserNamespace to say why: the three checks then report "not
+// applicable: <reason>" (skipped, loudly).
 //
 // The suite proves it can fail: its own tests run every check against an
 // insecure backend that executes the probe directly on the host, and most

@@ -16,7 +16,8 @@ import (
 // SANDBOXTEST_IMAGE and SANDBOXTEST_IMAGE_STORE fill Config.Image and
 // Config.ImageStore; SANDBOXTEST_SKIP is a comma-separated Config.Skip;
 // SANDBOXTEST_WORKSPACE_WRITE_REFUSED=1 sets Config.WorkspaceWriteRefused
-// (the Docker backend).
+// (the Docker backend); SANDBOXTEST_NO_USER_NAMESPACE=REASON sets
+// Config.NoUserNamespace (Docker, Podman).
 func TestPluginBinary(t *testing.T) {
 	path := os.Getenv("SANDBOXTEST_PLUGIN")
 	if path == "" {
@@ -32,5 +33,6 @@ func TestPluginBinary(t *testing.T) {
 		Skip:       skip,
 		// A backend that refuses a writable workspace (docker).
 		WorkspaceWriteRefused: os.Getenv("SANDBOXTEST_WORKSPACE_WRITE_REFUSED") == "1",
+		NoUserNamespace:       os.Getenv("SANDBOXTEST_NO_USER_NAMESPACE"),
 	})
 }

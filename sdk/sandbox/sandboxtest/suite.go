@@ -71,6 +71,11 @@ type Config struct {
 	// workspace checks then require that refusal (an error, nothing run,
 	// nothing written) instead of a run. Reported loudly, like Skip.
 	WorkspaceWriteRefused bool
+	// NoUserNamespace declares, with the reason, that the backend runs
+	// sandboxes without a user namespace of their own (the sandbox user is
+	// host uid 1000): the userns-* checks then report "not applicable"
+	// (skipped, loudly). Empty: they must pass.
+	NoUserNamespace string
 }
 
 func (c Config) withDefaults() Config {
@@ -155,6 +160,11 @@ func Run(t *testing.T, b sandbox.Backend, cfg Config) {
 		fmt.Fprintln(os.Stderr, msg)
 		t.Log(msg)
 	}
+	if cfg.NoUserNamespace != "" {
+		msg := "sandboxtest: WARNING: the backend declares no user namespace (Config.NoUserNamespace): the userns-* checks are not applicable: " + cfg.NoUserNamespace
+		fmt.Fprintln(os.Stderr, msg)
+		t.Log(msg)
+	}
 	if cfg.WorkspaceWriteRefused {
 		msg := "sandboxtest: WARNING: the backend declares it refuses a writable workspace (Config.WorkspaceWriteRefused): the writable workspace checks verify the refusal only"
 		fmt.Fprintln(os.Stderr, msg)
@@ -226,6 +236,8 @@ type harness struct {
 
 	ws *workspaceFixture // Spec.Workspace of the workspace runs (workspace.go)
 
+	privateFiles []string // the userns-host-file files, as /pack paths (userns.go)
+
 	leftoverWait time.Duration // leftoverWait; the suite's own tests shorten it
 
 	runs atomic.Int64
@@ -281,6 +293,9 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 		return nil, err
 	}
 	if err := h.addSetuidCopy(probe); err != nil {
+		return nil, err
+	}
+	if err := h.addPrivateFiles(); err != nil {
 		return nil, err
 	}
 	if h.ws, err = newWorkspaceFixture(tb, probe); err != nil {

@@ -32,6 +32,9 @@ var mustFailOnHost = []string{
 	// reachable and writable.
 	"workspace-cwd", "workspace-readonly", "workspace-noexec", "workspace-confined",
 	"workspace-writable", "workspace-writable-noexec",
+	// The host's process runs in the initial user namespace, as root,
+	// which reads every file.
+	"userns-mapped", "userns-host-file", "userns-host-ids",
 }
 
 // TestInsecureBackendFailsTheSuite runs every check against a backend that
@@ -65,6 +68,14 @@ func TestInsecureBackendFailsTheSuite(t *testing.T) {
 		}
 	}
 	t.Logf("the insecure backend failed %d of %d checks; passed: %v", len(failed), len(checks), passed)
+	// A backend that declares no user namespace gets "not applicable"
+	// from the userns checks, run or not.
+	h.cfg.NoUserNamespace = "runs on the host"
+	for _, c := range usernsChecks {
+		if o := h.runCheck(context.Background(), c); !strings.HasPrefix(o.skip, "not applicable: ") {
+			t.Errorf("%s with Config.NoUserNamespace: %+v, want not applicable", c.name, o)
+		}
+	}
 	if len(failed) < 25 {
 		t.Errorf("the insecure backend failed only %d checks, want at least 25", len(failed))
 	}

@@ -10,7 +10,8 @@
 //	{"check":"<check>","ok":true,"detail":"..."}
 //
 // (cpu-limit adds "values" with its measurements, and first prints a line
-// saying it waits for the suite on stdin: see checkCPULimit.)
+// saying it waits for the suite on stdin: see checkCPULimit; userns-host-ids
+// also waits, for the end of stdin: see checkUsernsHostIDs.)
 //
 // where ok means "the sandbox held" (the attempt was refused, the resource
 // was absent, the limit stopped it), and exits 0. An unknown check prints
@@ -140,6 +141,11 @@ var checks = map[string]checkFunc{
 	"egress-no-other-way":  checkEgressNoOtherWay,  // ABSTRACTNAME TCPADDR...
 	"egress-socket-mount":  checkEgressSocketMount, // PATH
 	"egress-pid1-confined": checkEgressPid1,        // FORWARDER
+
+	// a user namespace
+	"userns-mapped":    checkUsernsMapped,
+	"userns-host-file": checkUsernsHostFile, // PATH...
+	"userns-host-ids":  checkUsernsHostIDs,  // TOKEN
 
 	// a workspace (Spec.Workspace)
 	"workspace-cwd":             checkWorkspaceCwd,          // WS TOKEN
