@@ -73,7 +73,7 @@ func ownPlaces() (stateRoot, cgroupParent string, err error) {
 // here: main.go's init takes over first.)
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, d := range []string{fixtureDir, pluginDir, ownStateRoot, ownStateRoot + "-ids", ownSubUID, ownSubGID} {
+	for _, d := range []string{fixtureDir, pluginDir, ownStateRoot, ownSubUID, ownSubGID} {
 		if d != "" {
 			_ = os.RemoveAll(d)
 		}

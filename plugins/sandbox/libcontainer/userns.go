@@ -28,10 +28,10 @@ import (
 // image, /pack, both owned by root) show as the overflow ids inside and are
 // reached through their "other" permissions.
 //
-// A slot is held by an exclusive flock on <state root>-ids/<slot> for the
-// run's life: the kernel drops it when the holder dies, so no slot leaks,
-// and concurrent plugin processes (one per agentnode process) never share
-// one.
+// A slot is held by an exclusive flock on /run/agentnode-ids/<range>/<slot>
+// for the run's life: the kernel drops it when the holder dies, so no slot
+// leaks, and concurrent plugin processes (one per agentnode process, of any
+// agentnode on the machine) never share one.
 
 // The files of the reservation are subid.UIDFile and subid.GIDFile unless
 // these variables name others. They are for tests: agentnode starts its
@@ -66,8 +66,16 @@ const slotTries = 64
 // errNoFreeSlot: every slot tried was held by a live run.
 var errNoFreeSlot = errors.New("no free slot of subordinate ids")
 
-// idsDir holds the slot lock files.
-func (b *backend) idsDir() string { return b.stateRoot + "-ids" }
+// slotLocks is where the slot lock files live: one directory per
+// reservation, machine-wide and not under the state root, so every
+// agentnode on this machine (whatever state root it runs with) takes its
+// slots from the same locks, and no two live sandboxes share host ids.
+const slotLocks = "/run/agentnode-ids"
+
+// idsDir holds the slot lock files of the reservation r.
+func idsDir(r subid.Range) string {
+	return filepath.Join(slotLocks, fmt.Sprintf("%d-%d", r.Start, r.Count))
+}
 
 // reservation returns agentnode's subordinate uid and gid ranges, which must
 // be the same (Reserve writes them so) and hold at least one slot.
@@ -106,7 +114,7 @@ func (b *backend) acquireSlot(r subid.Range) (*idSlot, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("the reservation %s holds no slot of %d ids", r, slotSize)
 	}
-	if err := os.MkdirAll(b.idsDir(), 0o700); err != nil {
+	if err := os.MkdirAll(idsDir(r), 0o700); err != nil {
 		return nil, fmt.Errorf("slot locks: %w", err)
 	}
 	var seed [4]byte
@@ -114,7 +122,7 @@ func (b *backend) acquireSlot(r subid.Range) (*idSlot, error) {
 	first := binary.LittleEndian.Uint32(seed[:]) % n
 	for i := range uint32(min(n, slotTries)) {
 		slot := (first + i) % n
-		f, err := os.OpenFile(filepath.Join(b.idsDir(), strconv.FormatUint(uint64(slot), 10)), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+		f, err := os.OpenFile(filepath.Join(idsDir(r), strconv.FormatUint(uint64(slot), 10)), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("slot locks: %w", err)
 		}
