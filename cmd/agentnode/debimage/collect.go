@@ -287,4 +287,3 @@ func caBundle(db *dpkgDB, pkgs []*dpkgPackage, root, path string, have []imagebu
 func excluded(paths []string, p string) bool {
 	return slices.ContainsFunc(paths, func(x string) bool { return p == x || strings.HasPrefix(p, x+"/") })
 }
-
