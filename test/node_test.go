@@ -46,7 +46,7 @@ mcp_server:
   install: {manager: npm, package: "@modelcontextprotocol/server-memory", version: ` + serverMemoryVersion + `}
 capabilities:
   tools:
-    - {name: create_entities, description: Create entities., entrypoint: create_entities, action_type: write, input_schema: {type: object}}
+    - {name: create_entities, description: Create entities., entrypoint: create_entities, action_type: write_local, input_schema: {type: object}}
     - {name: read_graph, description: Read the graph., entrypoint: read_graph, action_type: read, input_schema: {type: object}}
 permissions:
   network: {level: none}
