@@ -139,11 +139,16 @@ func workspace(t testing.TB) string {
 	return ws
 }
 
-// runResult runs `agentnode run memory-mcp TOOL` with input in ws and
-// returns the response's result, requiring a sandboxed, successful run.
-func (e *mcpEnv) runResult(t testing.TB, ws, tool, input string) any {
+// runResult runs `agentnode run memory-mcp TOOL` with input in ws (none:
+// "") and returns the response's result, requiring a successful run in the
+// sandbox of backend.
+func (e *mcpEnv) runResult(t testing.TB, ws, backend, tool, input string) any {
 	t.Helper()
-	out := e.cli(t, "run", "memory-mcp", tool, "--input", input, "--workspace", ws, "--json")
+	args := []string{"run", "memory-mcp", tool, "--input", input, "--json"}
+	if ws != "" {
+		args = append(args, "--workspace", ws)
+	}
+	out := e.cli(t, args...)
 	var res struct {
 		OK        bool   `json:"ok"`
 		Placement string `json:"placement"`
@@ -154,7 +159,7 @@ func (e *mcpEnv) runResult(t testing.TB, ws, tool, input string) any {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("run %s: %q: %v", tool, out, err)
 	}
-	if !res.OK || res.Placement != "sandbox" || res.Backend != "libcontainer" || res.Trust != "unknown" {
+	if !res.OK || res.Placement != "sandbox" || res.Backend != backend || res.Trust != "unknown" {
 		t.Fatalf("run %s: %s", tool, out)
 	}
 	return res.Result
@@ -212,7 +217,8 @@ const memoryEntities = `{"entities":[{"name":"Ada","entityType":"person","observ
 // host); with it, create_entities then read_graph, each its own `agentnode
 // run` in the libcontainer sandbox, answer exactly what the same server run
 // directly with the host's node answers, and the graph the sandboxed server
-// wrote is in the workspace.
+// wrote is in the workspace. On Docker and Podman (when usable)
+// create_entities answers the same.
 func TestNodeMCPServerSandboxed(t *testing.T) {
 	requireNPM(t)
 	if os.Geteuid() != 0 {
@@ -261,8 +267,8 @@ func TestNodeMCPServerSandboxed(t *testing.T) {
 	}
 
 	sandboxed := []any{
-		e.runResult(t, ws, "create_entities", memoryEntities),
-		e.runResult(t, ws, "read_graph", "{}"),
+		e.runResult(t, ws, "libcontainer", "create_entities", memoryEntities),
+		e.runResult(t, ws, "libcontainer", "read_graph", "{}"),
 	}
 	direct := workspace(t)
 	cs := directSession(t, pkg, direct)
@@ -287,6 +293,30 @@ func TestNodeMCPServerSandboxed(t *testing.T) {
 	}
 	a, _ := json.Marshal(sandboxed)
 	t.Logf("sandboxed and direct: %s", a)
+
+	// Docker and Podman run the same image (sandbox build --node loaded
+	// it into their engines). They get no writable workspace here (Docker
+	// refuses one for MCP servers): the graph goes to the server's
+	// working directory in the container and lives as long as the run.
+	for _, be := range []string{"docker", "podman"} {
+		ok, err := backendAvailable(be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Logf("%s: not usable here, skipped", be)
+			continue
+		}
+		e.cli(t, "config", "set", "sandbox.backend", be)
+		got := e.runResult(t, "", be, "create_entities", memoryEntities)
+		cs := directSession(t, pkg, workspace(t))
+		want := directResult(t, cs, "create_entities", memoryEntities)
+		_ = cs.Close()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: %v, direct: %v", be, got, want)
+		}
+		t.Logf("%s: create_entities answers as the direct server does", be)
+	}
 }
 
 // BenchmarkNodeMCPCall: one read_graph of server-memory through `agentnode
@@ -298,10 +328,10 @@ func BenchmarkNodeMCPCall(b *testing.B) {
 	e := newMCPEnv(b)
 	pkg := nodeSandboxEnv(b, e)
 	ws := workspace(b)
-	e.runResult(b, ws, "create_entities", memoryEntities)
+	e.runResult(b, ws, "libcontainer", "create_entities", memoryEntities)
 	b.Run("agentnode_run_sandboxed", func(b *testing.B) {
 		for b.Loop() {
-			e.runResult(b, ws, "read_graph", "{}")
+			e.runResult(b, ws, "libcontainer", "read_graph", "{}")
 		}
 	})
 	b.Run("node_direct", func(b *testing.B) {
