@@ -16,7 +16,9 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -35,20 +37,24 @@ type Deb struct {
 }
 
 // Fetch resolves the dependency closure of roots in apt's package lists and
-// downloads each package's .deb into dir with `apt-get download`, which
-// takes it from a configured archive (never from the packages installed on
-// this host: a locally installed version, e.g. from another vendor, is not
-// downloadable and not chosen). For each package the version is the newest
-// one an archive offers (the first `apt-cache madison` line of a Packages
-// index); a relation's alternative is the first one an archive offers by
-// name; Essential packages are not followed (as Collect does not). Every
-// file, downloaded now or found in dir from an earlier Fetch, must match the
-// SHA256 apt's index gives for it. The result is sorted by name.
+// downloads each package's .deb into dir with `apt-get download`. Only
+// Debian's archive counts: for each package the version is the newest one
+// a Packages index whose release says o=Debian offers (`apt-cache policy`),
+// never one only installed on this host or offered by another vendor's
+// repository (e.g. NodeSource's nodejs); a relation's alternative is the
+// first one Debian offers by name; Essential packages are not followed (as
+// Collect does not). Every file, downloaded now or found in dir from an
+// earlier Fetch, must match the SHA256 apt's index gives for it. The result
+// is sorted by name.
 func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb, error) {
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	r, err := newResolver(ctx)
+	if err != nil {
 		return nil, err
 	}
 	chosen := map[string]*Deb{}
@@ -59,12 +65,12 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 		if chosen[name] != nil {
 			continue
 		}
-		version, err := archiveVersion(ctx, name)
+		version, err := r.version(name)
 		if err != nil {
 			return nil, err
 		}
 		if version == "" {
-			return nil, fmt.Errorf("%w: no archive in apt's lists offers %s (run apt-get update)", ErrArchive, name)
+			return nil, fmt.Errorf("%w: no Debian archive in apt's lists offers %s (run apt-get update)", ErrArchive, name)
 		}
 		fields, err := aptShow(ctx, name, version)
 		if err != nil {
@@ -79,7 +85,7 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 		}
 		chosen[name] = d
 		for _, rel := range splitList(strings.Trim(fields["Pre-Depends"]+", "+fields["Depends"], ", ")) {
-			alt, err := firstOffered(ctx, rel)
+			alt, err := r.firstOffered(rel)
 			if err != nil {
 				return nil, err
 			}
@@ -118,28 +124,96 @@ func aptCache(ctx context.Context, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// archiveVersion is the newest version of name a Packages index offers
-// ("" when none does).
-func archiveVersion(ctx context.Context, name string) (string, error) {
-	out, err := aptCache(ctx, "madison", name)
+// resolver picks package versions from Debian's archive in apt's lists.
+type resolver struct {
+	ctx context.Context
+	// debian are the package files (as `apt-cache policy` names them:
+	// "URL SUITE/COMPONENT ARCH Packages") whose release is o=Debian.
+	debian map[string]bool
+}
+
+// newResolver reads which of apt's package files are Debian's.
+func newResolver(ctx context.Context) (*resolver, error) {
+	out, err := aptCache(ctx, "policy")
+	if err != nil {
+		return nil, err
+	}
+	return &resolver{ctx: ctx, debian: debianFiles(out)}, nil
+}
+
+// debianFiles are the package files of `apt-cache policy` output whose
+// release is o=Debian.
+func debianFiles(out string) map[string]bool {
+	debian := map[string]bool{}
+	file := ""
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[len(f)-1] == "Packages" && isPriority(f[0]):
+			file = strings.Join(f[1:], " ")
+		case len(f) >= 2 && f[0] == "release" && file != "":
+			// "release v=12,o=Debian,a=…" (values may hold spaces)
+			rel := strings.TrimPrefix(strings.TrimSpace(line), "release ")
+			if slices.Contains(strings.Split(rel, ","), "o=Debian") {
+				debian[file] = true
+			}
+		}
+	}
+	return debian
+}
+
+func isPriority(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+// version is the newest version of name one of Debian's package files
+// offers ("" when none does): the first such entry of `apt-cache policy
+// NAME`'s version table, which lists versions newest first.
+func (r *resolver) version(name string) (string, error) {
+	out, err := aptCache(r.ctx, "policy", name)
 	if err != nil {
 		return "", err
 	}
+	return newestFrom(out, r.debian), nil
+}
+
+// newestFrom is the first version of the version table of `apt-cache
+// policy NAME` output that one of files offers ("" when none does).
+func newestFrom(out string, files map[string]bool) string {
+	version := ""
+	inTable := false
 	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(line, "|")
-		if len(f) == 3 && strings.TrimSpace(f[0]) == name && strings.HasSuffix(strings.TrimSpace(f[2]), " Packages") {
-			return strings.TrimSpace(f[1]), nil
+		if strings.TrimSpace(line) == "Version table:" {
+			inTable = true
+			continue
+		}
+		if !inTable {
+			continue
+		}
+		f := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "        ") && len(f) >= 2 && isPriority(f[0]):
+			if version != "" && files[strings.Join(f[1:], " ")] {
+				return version
+			}
+		case strings.HasPrefix(line, " *** ") && len(f) == 3:
+			version = f[1]
+		case strings.HasPrefix(line, "     ") && len(f) == 2:
+			version = f[0]
+		case len(f) > 0 && !strings.HasPrefix(line, " "):
+			inTable = false // the next package
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // firstOffered is the first alternative of a relation ("a (>= 1) | b")
-// that an archive offers by name.
-func firstOffered(ctx context.Context, rel string) (string, error) {
+// that Debian's archive offers by name.
+func (r *resolver) firstOffered(rel string) (string, error) {
 	for _, a := range strings.Split(rel, "|") {
 		name := relationName(strings.TrimSpace(a))
-		v, err := archiveVersion(ctx, name)
+		v, err := r.version(name)
 		if err != nil {
 			return "", err
 		}
@@ -147,7 +221,7 @@ func firstOffered(ctx context.Context, rel string) (string, error) {
 			return name, nil
 		}
 	}
-	return "", fmt.Errorf("%w: no archive offers a package named in %q (virtual packages are not resolved)", ErrArchive, rel)
+	return "", fmt.Errorf("%w: Debian's archive offers no package named in %q (virtual packages are not resolved)", ErrArchive, rel)
 }
 
 // aptShow is the fields of name=version in apt's lists.
