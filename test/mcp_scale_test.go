@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,4 +119,138 @@ func mcpRound(c int, call func() time.Duration) ([]time.Duration, time.Duration)
 	}
 	wg.Wait()
 	return slices.Concat(out...), time.Since(start)
+}
+
+// traceLine is one line of `mcp serve --trace`: the call's request id,
+// then the line of `agentnode run --trace`.
+var traceLine = regexp.MustCompile(`^agentnode: trace ([0-9a-f]+|launch): +([0-9]+\.[0-9]{3}) +([0-9]+\.[0-9]{3})  (\S.*)$`)
+
+// TestMCPServeTrace: `mcp serve --trace` prints, per call, the stage
+// timings of `agentnode run --trace` on stderr, each line prefixed with the
+// call's request id (the result's agentnode/request_id), in one block per
+// call even when calls run at once; plugin launches are traced once, on
+// their own; without --trace there is no trace.
+func TestMCPServeTrace(t *testing.T) {
+	e := curatedEnv(t)
+	cs, _, stderr := e.serveArgs(t, nil, "--trace")
+	ids := make([]string, 4)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name, wantErr := "mcp-tools__echo", false
+			if i == 3 {
+				name, wantErr = "mcp-tools__wipe", true // refused: MCP cannot approve a delete
+			}
+			r := callTool(t, cs, name, map[string]any{"x": 1})
+			if r.IsError != wantErr {
+				t.Errorf("%s: isError=%v %q", name, r.IsError, resultText(r))
+			}
+			ids[i], _ = r.Meta["agentnode/request_id"].(string)
+		}()
+	}
+	wg.Wait()
+	if err := cs.Close(); err != nil { // serve exits: its stderr is complete
+		t.Logf("close: %v", err)
+	}
+	out := stderr.String()
+	// Every trace line parses, and a call's lines are one block.
+	byID := map[string][]string{}
+	var order []string
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !strings.HasPrefix(line, "agentnode: trace") {
+			continue
+		}
+		m := traceLine.FindStringSubmatch(line)
+		if m == nil {
+			if !regexp.MustCompile(`^agentnode: trace ([0-9a-f]+|launch): +start_ms +dur_ms +event$`).MatchString(line) {
+				t.Errorf("trace line does not parse: %q", line)
+			}
+			order = append(order, "header")
+			continue
+		}
+		id, start, dur := m[1], m[2], m[3]
+		if id != "launch" {
+			byID[id] = append(byID[id], start+" "+dur+" "+m[4])
+		}
+		order = append(order, id)
+	}
+	// Blocks: a header, then the lines of one id.
+	for i := 1; i < len(order); i++ {
+		if order[i] != "header" && order[i-1] != "header" && order[i] != order[i-1] {
+			t.Errorf("the trace of %s is interleaved with %s's", order[i], order[i-1])
+		}
+	}
+	if !strings.Contains(out, "agentnode: trace launch: ") || !regexp.MustCompile(`(?m)^agentnode: trace launch: .*plugin_launch trust-attest$`).MatchString(out) {
+		t.Errorf("no trace of the trust plugin's launch:\n%s", out)
+	}
+	if n := strings.Count(out, "plugin_launch trust-attest\n"); n != 1 {
+		t.Errorf("the trust plugin's launch traced %d times, want once (it is kept warm)", n)
+	}
+	echoWant := []string{"stage config", "stage lockfile", "stage artifact", "stage trust", "stage minimum_trust",
+		"stage placement", "stage policy", "stage rate_limit", "stage inspectors", "stage prompt",
+		"audit decision", "stage execute", "audit outcome", "total"}
+	for i, id := range ids {
+		lines := byID[id]
+		if id == "" || len(lines) == 0 {
+			t.Errorf("call %d (request id %q): no trace lines:\n%s", i, id, out)
+			continue
+		}
+		var events []string
+		var total float64
+		ends := map[string]float64{}
+		for _, l := range lines {
+			f := strings.SplitN(l, " ", 3)
+			start, err1 := strconv.ParseFloat(f[0], 64)
+			dur, err2 := strconv.ParseFloat(f[1], 64)
+			if err1 != nil || err2 != nil || start < 0 || dur < 0 {
+				t.Errorf("call %d: bad times in %q", i, l)
+			}
+			if f[2] == "total" {
+				total = dur
+			} else {
+				events = append(events, f[2])
+				ends[f[2]] = start + dur
+			}
+		}
+		if events = append(events, "total"); i == 3 {
+			if !slices.Contains(events, "stage prompt [policy_prompt]") || slices.Contains(events, "stage execute") {
+				t.Errorf("refused call: trace %q, want it to end at stage prompt [policy_prompt] and not execute", events)
+			}
+			continue
+		}
+		var stages []string
+		for _, ev := range events {
+			if !strings.HasPrefix(ev, "plugin_") {
+				stages = append(stages, ev)
+			}
+		}
+		if !slices.Equal(stages, echoWant) {
+			t.Errorf("call %d: stages %q\nwant %q", i, stages, echoWant)
+		}
+		for _, want := range []string{"plugin_call trust-attest Evaluate", "plugin_call guard-builtin Inspect"} {
+			if !slices.Contains(events, want) {
+				t.Errorf("call %d: no %q in its trace %q", i, want, events)
+			}
+		}
+		for ev, end := range ends {
+			if end > total+0.002 {
+				t.Errorf("call %d: %s ends at %.3f ms, after the call's total %.3f ms", i, ev, end, total)
+			}
+		}
+	}
+}
+
+// Without --trace, mcp serve prints no trace.
+func TestMCPServeNoTrace(t *testing.T) {
+	e := curatedEnv(t)
+	cs, _, stderr := e.serve(t, nil)
+	if r := callTool(t, cs, "mcp-tools__echo", map[string]any{"x": 1}); r.IsError {
+		t.Fatalf("echo: %q", resultText(r))
+	}
+	_ = cs.Close()
+	if strings.Contains(stderr.String(), "trace") {
+		t.Errorf("a trace without --trace:\n%s", stderr)
+	}
 }
