@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -30,12 +31,15 @@ var mcpClients = []int{1, 2, 4}
 // number of callers c, c goroutines making roundCalls calls each, one after
 // the other. Reported per c: the median and 90th percentile of one call
 // ("c<N>-ms", "c<N>-p90-ms") and the calls per second of the rounds
-// ("c<N>-calls/s"); and "direct-ms", "direct-p90-ms".
+// ("c<N>-calls/s"); "direct-ms", "direct-p90-ms"; and the CPU time serve,
+// its plugins and the tools it ran spent per call ("cpu-ms/call"): with
+// the client's own, what bounds the calls per second a machine's cores
+// can give.
 func BenchmarkMCPServeClients(b *testing.B) {
 	e := curatedEnv(b)
 	// The calls must not meet the rate limit.
 	e.cli(b, "config", "set", "guard.rate_limits.mcp-tools", `{"per_minute":1000000,"per_hour":1000000,"burst":1000000}`)
-	cs, _, stderr := e.serve(b, nil)
+	cs, serve, stderr := e.serve(b, nil)
 	call := func() time.Duration {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -72,6 +76,7 @@ func BenchmarkMCPServeClients(b *testing.B) {
 	lat := map[int][]time.Duration{}
 	wall := map[int]time.Duration{}
 	calls := map[int]int{}
+	cpu0 := serveCPU(b, serve.Process.Pid)
 	b.ResetTimer()
 	for b.Loop() {
 		directs = append(directs, direct())
@@ -86,6 +91,11 @@ func BenchmarkMCPServeClients(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	total := 0
+	for _, n := range calls {
+		total += n
+	}
+	b.ReportMetric(ms(serveCPU(b, serve.Process.Pid)-cpu0)/float64(total), "cpu-ms/call")
 	report := func(name string, s []time.Duration) {
 		slices.Sort(s)
 		b.ReportMetric(ms(s[len(s)/2]), name+"-ms")
@@ -253,4 +263,36 @@ func TestMCPServeNoTrace(t *testing.T) {
 	if strings.Contains(stderr.String(), "trace") {
 		t.Errorf("a trace without --trace:\n%s", stderr)
 	}
+}
+
+// serveCPU is the CPU time (user and system) spent so far by the process
+// pid, the children it waited for (the tools it ran) and its plugin
+// processes, from /proc/PID/stat (in clock ticks of 10 ms).
+func serveCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	ticks := func(pid int, children bool) int64 {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// pid (comm) state ppid ...: utime is field 14 (f[11]), cstime 17.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		n, fields := int64(0), f[11:13] // utime, stime
+		if children {
+			fields = f[11:15] // and cutime, cstime
+		}
+		for _, s := range fields {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				b.Fatalf("/proc/%d/stat: %v", pid, err)
+			}
+			n += v
+		}
+		return n
+	}
+	n := ticks(pid, true)
+	for p := range childPlugins(b, pid) {
+		n += ticks(p, false)
+	}
+	return time.Duration(n) * 10 * time.Millisecond
 }
