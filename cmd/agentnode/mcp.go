@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/mcpserve"
+	"github.com/agentnode/agentnode/cmd/agentnode/runtrace"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -38,6 +39,7 @@ func newMCPCmd() *cobra.Command {
 func newMCPServeCmd() *cobra.Command {
 	var workspace, pkg string
 	var web httpFlags
+	var traceOn bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a stdio MCP server exposing every installed toolpack tool as <package>__<tool>",
@@ -103,15 +105,19 @@ func newMCPServeCmd() *cobra.Command {
 			}
 			k.Plugins.Close() // serve brings its own plugin host (mcpserve.Options.NewPlugins)
 			k.Warn = errw
+			hostOpts, traceW := mcpTrace(traceOn, errw)
 			srv := mcpserve.New(mcpserve.Options{
 				Kernel: *k,
 				NewPlugins: func() *pluginhost.Host {
-					return pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
+					o := hostOpts
+					o.HomeDir, o.LogOutput = dir, termsafe.NewWriter(os.Stderr)
+					return pluginhost.New(o)
 				},
 				Version:   version,
 				Log:       errw,
 				Workspace: workspace,
 				Package:   pkg,
+				Trace:     traceW,
 			})
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -131,8 +137,19 @@ func newMCPServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&web.addr, "http", "", "serve Streamable HTTP on HOST:PORT (e.g. 127.0.0.1:8765; :0 picks a free loopback port) instead of stdio")
 	cmd.Flags().BoolVar(&web.allowRemote, "http-allow-remote", false, "let --http listen on a non-loopback address")
 	cmd.Flags().StringSliceVar(&web.opts.Hosts, "http-host", nil, "a name accepted in the Host and Origin headers besides localhost and loopback addresses (repeatable)")
+	cmd.Flags().BoolVar(&traceOn, "trace", false, "print the time of each stage, audit record write, plugin launch and plugin call of every call to stderr, each line prefixed with the call's request id")
 	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours every call may use, as each tool's permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
 	return cmd
+}
+
+// mcpTrace returns, for `mcp serve --trace`, the plugin host options that
+// trace its launches and the writer of the calls' traces (on: both to
+// errw; off: no hook and nil).
+func mcpTrace(on bool, errw io.Writer) (pluginhost.Options, io.Writer) {
+	if !on {
+		return pluginhost.Options{}, nil
+	}
+	return pluginhost.Options{Trace: runtrace.Launches(errw, "agentnode: trace launch: ")}, errw
 }
 
 // mcpStdio returns the MCP stream. When it is the process's own stdin and

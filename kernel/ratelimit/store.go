@@ -133,6 +133,11 @@ func (s *Store) run(ctx context.Context, pkg string, lim Limit, record bool) (er
 		return f, err
 	}
 
+	release, err := s.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	db, err := s.open(s.waitFor(ctx), !record, openFile)
 	if err != nil {
 		if !record && errors.Is(err, fs.ErrNotExist) {
@@ -170,6 +175,30 @@ func (s *Store) run(ctx context.Context, pkg string, lim Limit, record bool) (er
 		err = reason.New(reason.RateLimited, "%w: %s: %w", ErrUnavailable, s.path, err)
 	}
 	return err
+}
+
+// queues holds, per state file, this process's turn to open it (a channel
+// with room for one). Concurrent calls of one process (mcp serve) queue
+// here, each woken as the last one is done, instead of at bbolt's file
+// lock, which retries every 50 ms; other processes still meet that lock.
+var queues sync.Map
+
+// queue waits for this process's turn at the state file (as long as the
+// file lock would be waited for) and returns its release.
+func (s *Store) queue(ctx context.Context) (func(), error) {
+	q, _ := queues.LoadOrStore(s.path, make(chan struct{}, 1))
+	turn := q.(chan struct{})
+	wait := s.waitFor(ctx)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, reason.New(reason.RateLimited, "%w: %s is busy with other calls of this process (waited %s)",
+		ErrUnavailable, s.path, wait.Round(time.Millisecond))
 }
 
 // poisoned remembers state files (by device and inode) on which bbolt

@@ -41,9 +41,10 @@ type row struct {
 }
 
 // goal is what a row is held to: at most Over ms more than the raw
-// counterpart, at most Ratio times it, or at most Max ms.
+// counterpart, at most Ratio times it, at most Max ms, or (a rate, calls/s)
+// at least AtLeast times the raw counterpart's.
 type goal struct {
-	over, ratio, max float64
+	over, ratio, max, atLeast float64
 }
 
 func (g goal) String() string {
@@ -54,6 +55,8 @@ func (g goal) String() string {
 		return fmt.Sprintf("≤ %.2f×", g.ratio)
 	case g.max > 0:
 		return fmt.Sprintf("≤ %g ms", g.max)
+	case g.atLeast > 0:
+		return fmt.Sprintf("≥ %.2f×", g.atLeast)
 	}
 	return "—"
 }
@@ -68,6 +71,8 @@ func (g goal) met(an, raw float64) (met, ok bool) {
 		return an <= raw*g.ratio, true
 	case g.max > 0:
 		return an <= g.max, true
+	case g.atLeast > 0:
+		return an >= raw*g.atLeast, true
 	}
 	return false, false
 }
@@ -97,6 +102,16 @@ var rows = []row{
 		an: "sec/op", goal: goal{max: 50}},
 	{work: "`tools/list` in `mcp serve`, 1,000 packages", pkg: "./cmd/agentnode", bench: "BenchmarkCatalog/packages=1000/tools-list",
 		an: "sec/op", goal: goal{max: 50}},
+	{work: "curated host tool, `tools/call` through one `mcp serve`, 1 caller", pkg: "./test", bench: "BenchmarkMCPServeClients",
+		an: "c1-ms", raw: "direct-ms", rawWork: "the tool run directly", goal: goal{over: 3}},
+	{work: "the same, 4 callers at once: p90 against p50", pkg: "./test", bench: "BenchmarkMCPServeClients",
+		an: "c4-p90-ms", raw: "c4-ms", rawWork: "p50, 4 callers", goal: goal{ratio: 2}},
+	{work: "the same, calls/s with 2 callers", pkg: "./test", bench: "BenchmarkMCPServeClients",
+		an: "c2-calls/s", raw: "c1-calls/s", rawWork: "1 caller"},
+	{work: "the same, calls/s with 4 callers (2 cores)", pkg: "./test", bench: "BenchmarkMCPServeClients",
+		an: "c4-calls/s", raw: "c1-calls/s", rawWork: "1 caller", goal: goal{atLeast: 1.8}},
+	{work: "the same, CPU time of serve, its plugins and the tool per call", pkg: "./test", bench: "BenchmarkMCPServeClients",
+		an: "cpu-ms/call"},
 }
 
 func main() {
@@ -161,6 +176,9 @@ func main() {
 		if rawOK {
 			rawCell = fmt.Sprintf("%s: %s", r.rawWork, msText(raw, r.raw))
 			ratio = fmt.Sprintf("%+.1f ms (%.2f×)", an-raw, an/raw)
+			if isRate(r.an) {
+				ratio = fmt.Sprintf("%.2f×", an/raw)
+			}
 		}
 		verdict := ""
 		if met, ok := r.goal.met(an, raw); ok && (rawOK || r.raw == "") {
@@ -179,6 +197,9 @@ func main() {
 // msText shows a time in ms: a median where the benchmark reports one
 // (sideBySide's "-ms" metrics), else the mean of its iterations.
 func msText(ms float64, unit string) string {
+	if isRate(unit) {
+		return fmt.Sprintf("%.0f calls/s", ms)
+	}
 	f := "%.0f ms"
 	if ms < 10 {
 		f = "%.1f ms"
@@ -188,6 +209,9 @@ func msText(ms float64, unit string) string {
 	}
 	return fmt.Sprintf(f, ms)
 }
+
+// isRate says whether a metric is a rate (calls/s), not a time.
+func isRate(unit string) bool { return strings.HasSuffix(unit, "/s") }
 
 // runBench runs the named benchmarks of pkg once each and returns their
 // output; stderr and the output go to this process's stderr as well.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/runtrace"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor"
 	"github.com/agentnode/agentnode/executor/mcpserver"
@@ -56,6 +57,13 @@ type Options struct {
 	// Workspace is the session's workspace (`--workspace`, resolved with
 	// dispatch.ResolveWorkspace; "": none), named in every call's request.
 	Workspace string
+	// Trace, if set, receives the trace of every call (`--trace`): the
+	// lines of `agentnode run --trace` (runtrace), each starting with
+	// "agentnode: trace <request id>: ", written when the call returns.
+	// Plugin launches are traced by the host NewPlugins makes
+	// (runtrace.Launches); the calls to plugins are recorded in the
+	// trace of the call that makes them.
+	Trace io.Writer
 }
 
 // Server is a long-lived MCP server over the kernel. Create it with New,
@@ -314,10 +322,23 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 	k.Executors = s.executors
 	k.Interactive = false
 	k.Ask = nil
+	var tr *runtrace.Trace
+	if s.opts.Trace != nil {
+		tr = runtrace.NewCall()
+		k.Trace = tr.Stage
+		ctx = runtrace.WithTrace(ctx, tr)
+	}
 	out, runErr := k.Run(ctx, &dispatch.Request{Package: pkg, Tool: tool, Input: input, Workspace: s.opts.Workspace})
+	if tr != nil {
+		tr.PrintAs(s.opts.Trace, TracePrefix(out.RequestID))
+	}
 	s.plugins.release(g, runErr != nil && staleCodes[reason.CodeOf(runErr)])
 	return toResult(out, runErr)
 }
+
+// TracePrefix starts each trace line of the call with request id id
+// (Options.Trace).
+func TracePrefix(id string) string { return "agentnode: trace " + id + ": " }
 
 // MaxFrame bounds one inbound JSON-RPC message (one line) of `agentnode mcp
 // serve` (StdioTransport): a tools/call carries at most plan.MaxInput bytes

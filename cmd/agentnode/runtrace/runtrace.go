@@ -67,6 +67,42 @@ type Trace struct {
 	finished bool
 }
 
+// NewCall starts the trace of one call of a long-running process (`mcp
+// serve --trace`): its origin is now, and it has no "start" entry; its
+// total is the call's time.
+func NewCall() *Trace { return &Trace{origin: time.Now()} }
+
+type traceKey struct{}
+
+// WithTrace returns ctx carrying t: a plugin call made with it (or a
+// context derived from it) on a connection dialed with Dial is recorded
+// in t.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+// Dial returns the dial options of a plugin connection whose calls are
+// recorded in the trace their context carries (WithTrace), for a host
+// shared by many calls.
+func Dial(key string) []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithStatsHandler(&callStats{key: key})}
+}
+
+// Launches is pluginhost.Options.Trace for a host shared by many calls
+// (`mcp serve --trace`): each plugin launch is printed to w as a trace of
+// its own, its lines starting with prefix, and each call to a plugin is
+// recorded in the trace its context carries (WithTrace).
+func Launches(w io.Writer, prefix string) func(key string) (func(error), []grpc.DialOption) {
+	return func(key string) (func(error), []grpc.DialOption) {
+		t := NewCall()
+		start := t.origin
+		return func(err error) {
+			t.add(Event{Kind: KindLaunch, Name: "launch", Plugin: key, Error: errCode(err)}, start, time.Now())
+			t.PrintAs(w, prefix)
+		}, Dial(key)
+	}
+}
+
 // New starts a trace. Its origin is when the process's package
 // initialization began (gcpercent.Start, the first package to initialize):
 // the "start" entry is the time from there to New; only the Go runtime's
@@ -158,8 +194,15 @@ func boolCmp(a, b bool) int {
 }
 
 // Print finishes the trace and writes it to w, one line per event.
-func (t *Trace) Print(w io.Writer) {
-	fmt.Fprintf(w, "agentnode: trace: %10s %10s  %s\n", "start_ms", "dur_ms", "event")
+func (t *Trace) Print(w io.Writer) { t.PrintAs(w, "agentnode: trace: ") }
+
+// PrintAs is Print with each line starting with prefix instead of
+// "agentnode: trace: " (`mcp serve --trace` names the call's request id
+// in it). The lines go to w in one Write, so the traces of concurrent
+// calls do not interleave.
+func (t *Trace) PrintAs(w io.Writer, prefix string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%10s %10s  %s\n", prefix, "start_ms", "dur_ms", "event")
 	for _, e := range t.Finish() {
 		what := e.Kind + " " + e.Name
 		if e.Kind == e.Name {
@@ -174,13 +217,15 @@ func (t *Trace) Print(w io.Writer) {
 		if e.Error != "" {
 			what += " [" + e.Error + "]"
 		}
-		fmt.Fprintf(w, "agentnode: trace: %10.3f %10.3f  %s\n", e.StartMS, e.DurationMS, what)
+		fmt.Fprintf(&b, "%s%10.3f %10.3f  %s\n", prefix, e.StartMS, e.DurationMS, what)
 	}
+	_, _ = io.WriteString(w, b.String())
 }
 
 // callStats is the gRPC stats handler of one plugin's connection. It
 // records each call the host makes (not go-plugin's own services, whose
-// methods are /plugin.*: the stdio stream and the controller).
+// methods are /plugin.*: the stdio stream and the controller), in the
+// trace the call's context carries (WithTrace), else in t.
 type callStats struct {
 	t   *Trace
 	key string
@@ -205,7 +250,13 @@ func (c *callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	if end.Error != nil {
 		e.Error = status.Code(end.Error).String()
 	}
-	c.t.add(e, end.BeginTime, end.EndTime)
+	t := c.t
+	if ct, ok := ctx.Value(traceKey{}).(*Trace); ok {
+		t = ct
+	}
+	if t != nil {
+		t.add(e, end.BeginTime, end.EndTime)
+	}
 }
 
 func (c *callStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
