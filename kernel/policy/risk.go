@@ -65,14 +65,9 @@ func BandOf(score int) Band {
 	return Low
 }
 
-// Risk scores a call: +20 delete, +15 write_external, +15 execute, +10
-// credential_use, +20 unverified (or unknown, or no) trust with any
+// riskScore scores a call: +20 delete, +15 write_external, +15 execute,
+// +10 credential_use, +20 unverified (or unknown, or no) trust with any
 // high-risk action, +15 secrets present with network egress.
-func Risk(actions []Action, trustLevel string, env Env) (int, Band) {
-	score := riskScore(SetOf(actions), trustLevel, env)
-	return score, BandOf(score)
-}
-
 func riskScore(s ActionSet, trustLevel string, env Env) int {
 	score := 0
 	if s.Has(Delete) {
