@@ -109,7 +109,9 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 		return no(sandbox.ReasonIncompatible, "the sandbox profile's seccomp filter is for x86_64 only, not %s", runtime.GOARCH)
 	}
 	if euid := b.geteuid(); euid != 0 {
-		return no(sandbox.ReasonNotPermitted, "libcontainer needs root (running as uid %d); use the podman or docker backend", euid)
+		if detail := rootlessProblem(euid); detail != "" {
+			return no(sandbox.ReasonNotPermitted, "%s", detail)
+		}
 	}
 	if detail := seccompProblem(); detail != "" {
 		return no(sandbox.ReasonIncompatible, "%s", detail)

@@ -70,8 +70,14 @@ var ErrV2 = errors.New("cgroup v2: delegation is systemd's (run agentnode in a u
 // every v1 hierarchy).
 func Parent(uid int) string { return Root + "/" + strconv.Itoa(uid) }
 
-// FixCommand is the one command that delegates a subtree to user.
-func FixCommand(user string) string { return "sudo agentnode setup --delegate " + user }
+// FixCommand is the one command that delegates a subtree to user: setup
+// --delegate on cgroup v1, a delegated systemd scope on cgroup v2.
+func FixCommand(user string) string {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return "systemd-run --user --scope -p Delegate=yes agentnode ... (run agentnode in a delegated scope)"
+	}
+	return "sudo agentnode setup --delegate " + user
+}
 
 // Mounts maps each cgroup v1 controller to the mount point of its
 // hierarchy's root (a hierarchy mounted only as a sub-tree is left out:

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/cgdelegate"
+	"github.com/agentnode/agentnode/sdk/testuser"
+)
+
+// asUserEnv makes this test binary, re-executed as a created user, answer
+// one Availability request (TestAvailabilityAsUserHelper).
+const asUserEnv = "AGENTNODE_TEST_AS_USER_AVAILABILITY"
+
+// TestAvailabilityAsUserHelper is no test: re-executed as a created user
+// (asUserEnv) it prints the real backend's Availability answer as JSON.
+func TestAvailabilityAsUserHelper(t *testing.T) {
+	if os.Getenv(asUserEnv) != "1" {
+		t.Skip("helper for TestAvailabilityAsUser")
+	}
+	resp, err := newBackend(nil).Availability(t.Context(), &sandbox.AvailabilityRequest{ImageStore: os.Getenv("HOME"), Image: fixtureImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(resp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// availabilityAs asks the backend, in a process of u, whether it can run.
+func availabilityAs(t *testing.T, u *testuser.User) sandbox.AvailabilityResponse {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := u.Command([]string{asUserEnv + "=1"}, u.Executable(t, exe), "-test.run=^TestAvailabilityAsUserHelper$").Output()
+	if err != nil {
+		t.Fatalf("as %s: %v: %s", u, err, out)
+	}
+	var resp sandbox.AvailabilityResponse
+	line, _, _ := strings.Cut(string(out), "\n")
+	if err := json.Unmarshal([]byte(line), &resp); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return resp
+}
+
+// TestAvailabilityAsUser: a normal user without a delegated cgroup subtree
+// is refused (not_permitted) with the one command that fixes it; with the
+// subtree, that reason is gone.
+func TestAvailabilityAsUser(t *testing.T) {
+	u := testuser.Create(t, func(format string, args ...any) { skipOrFail(t, format, args...) })
+	resp := availabilityAs(t, u)
+	if resp.Available || resp.Reason != sandbox.ReasonNotPermitted || !strings.Contains(resp.Detail, cgdelegate.FixCommand(u.Name)) {
+		t.Fatalf("without delegation: %+v; want not_permitted naming %q", resp, cgdelegate.FixCommand(u.Name))
+	}
+	if _, err := cgdelegate.Delegate(u.UID, u.GID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cgdelegate.Undelegate(u.UID); err != nil {
+			t.Errorf("Undelegate: %v", err)
+		}
+	})
+	resp = availabilityAs(t, u)
+	if strings.Contains(resp.Detail, cgdelegate.FixCommand(u.Name)) {
+		t.Fatalf("with delegation still told to delegate: %+v", resp)
+	}
+	t.Logf("with delegation: %+v", resp)
+}
