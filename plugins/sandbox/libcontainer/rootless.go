@@ -3,32 +3,119 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/moby/sys/user"
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/runc/libcontainer/configs"
 
 	"github.com/agentnode/agentnode/sdk/sandbox/cgdelegate"
+	"github.com/agentnode/agentnode/sdk/sandbox/subid"
 )
 
-// errRootlessRun is the refusal of a normal user who has a delegated
-// cgroup subtree: the run inside it (user namespace from the user's own
-// subordinate ids) is not built yet.
-var errRootlessRun = errors.New("rootless libcontainer runs are not implemented yet")
+// A normal user (not root) runs the same profile rootless: libcontainer's
+// RootlessEUID mode, where the user namespace is made first and its
+// mappings written by newuidmap and newgidmap (Debian's uidmap package)
+// from the user's own subordinate ids in /etc/subuid and /etc/subgid.
+// Container root is the user itself (libcontainer's init sets the
+// container up as it, so it reaches the user's image store); the sandbox
+// user (1000) is one subordinate id of a slot no other run of this user
+// holds, so the tool is neither the user nor another of its sandboxes.
+// The network namespace is kept (owned by the user namespace: loopback
+// only), and /sys is a fresh sysfs of that namespace, never a bind of the
+// host's. The limits go into a cgroup under the user's delegated subtree
+// (sdk/sandbox/cgdelegate), in every hierarchy; libcontainer fails the
+// run (does not skip the limit) when it cannot create or limit it, so
+// without the subtree nothing runs.
+
+// errRootlessWorkspace: a workspace needs an idmapped mount, which only
+// root can make.
+var errRootlessWorkspace = errors.New("a workspace needs an idmapped mount, which a normal user cannot make: run as root for workspaces")
+
+// rootlessStateRoot is a normal user's state root: under its runtime
+// directory (/run/user/UID, made by systemd-logind) when it has one it
+// owns, else a directory of its own in the temporary directory.
+func rootlessStateRoot(uid int) string {
+	run := filepath.Join("/run/user", strconv.Itoa(uid))
+	if fi, err := os.Stat(run); err == nil && fi.IsDir() && int(fi.Sys().(*syscall.Stat_t).Uid) == uid {
+		return filepath.Join(run, "agentnode", "libcontainer")
+	}
+	return filepath.Join(os.TempDir(), "agentnode-"+strconv.Itoa(uid), "libcontainer")
+}
+
+// accountName is uid's name in /etc/passwd, or the uid as a string.
+func accountName(uid int) string {
+	if u, err := user.LookupUid(uid); err == nil {
+		return u.Name
+	}
+	return strconv.Itoa(uid)
+}
 
 // rootlessProblem says why uid (not root) cannot run a sandbox with this
 // backend, or "". The profile's limits need cgroups the user may create:
 // without a delegated subtree (sdk/sandbox/cgdelegate) they cannot be
 // enforced, and the refusal names the one command that fixes it.
 func rootlessProblem(uid int) string {
-	name := strconv.Itoa(uid)
-	if u, err := user.LookupUid(uid); err == nil {
-		name = u.Name
-	}
 	if _, err := cgdelegate.Check(uid); err != nil {
 		if errors.Is(err, cgdelegate.ErrNotDelegated) {
-			return fmt.Sprintf("running as uid %d without root, the sandbox's memory, cpu and pids limits cannot be enforced: %v; fix: %s", uid, err, cgdelegate.FixCommand(name))
+			return fmt.Sprintf("running as uid %d without root, the sandbox's memory, cpu and pids limits cannot be enforced: %v; fix: %s", uid, err, cgdelegate.FixCommand(accountName(uid)))
 		}
 		return fmt.Sprintf("running as uid %d without root: %v", uid, err)
 	}
-	return fmt.Sprintf("running as uid %d with a delegated cgroup subtree (%s): %v; use the podman or docker backend, or run as root", uid, cgdelegate.Parent(uid), errRootlessRun)
+	if cgroups.IsCgroup2UnifiedMode() {
+		return fmt.Sprintf("running as uid %d without root on cgroup v2: rootless runs are implemented for cgroup v1 only; use the podman backend or run as root", uid)
+	}
+	mounts, err := cgdelegate.Mounts()
+	if err != nil {
+		return err.Error()
+	}
+	if _, err := os.Stat(filepath.Join(mounts["memory"], cgdelegate.Parent(uid), "memory.memsw.limit_in_bytes")); err != nil {
+		return "cgroup v1 memory controller without swap accounting (memory.memsw.*)"
+	}
+	return ""
+}
+
+// rootlessIDsProblem says why this user's subordinate ids or the tools that
+// map them are missing, or "".
+func rootlessIDsProblem() string {
+	for _, bin := range []string{"newuidmap", "newgidmap"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Sprintf("every sandbox needs a user namespace, and a normal user's needs %s (Debian's uidmap package): %v", bin, err)
+		}
+	}
+	uid := os.Geteuid()
+	name := accountName(uid)
+	for _, f := range []string{subid.UIDFile, subid.GIDFile} {
+		if _, err := subid.LookupUser(f, name, uid); err != nil {
+			return fmt.Sprintf("every sandbox needs a user namespace: %s has no subordinate ids: %v (as root: usermod --add-subuids/--add-subgids)", name, err)
+		}
+	}
+	return ""
+}
+
+// rootlessUserNamespace takes a slot of the user's own subordinate ids and
+// puts config into a user namespace mapped onto it and the user.
+func (b *backend) rootlessUserNamespace(config *configs.Config) (*idSlot, error) {
+	uid, gid := os.Geteuid(), os.Getegid()
+	name := accountName(uid)
+	ur, err := subid.LookupUser(subid.UIDFile, name, uid)
+	if err != nil {
+		return nil, err
+	}
+	gr, err := subid.LookupUser(subid.GIDFile, name, uid)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := b.acquireSlot(subid.Range{Start: ur.Start, Count: min(ur.Count, gr.Count)})
+	if err != nil {
+		return nil, err
+	}
+	slot.rootless, slot.uid, slot.gid = true, uid, gid
+	slot.ghost = gr.Start + (slot.host - ur.Start)
+	applyUserNS(config, slot)
+	return slot, nil
 }

@@ -3,7 +3,8 @@
 // create cgroups and so enforce the profile's memory, CPU and pids limits.
 //
 // On cgroup v1 root runs `agentnode setup --delegate USER` once (Delegate):
-// under each controller the limits need it creates Parent(uid), a
+// in every v1 hierarchy (the controllers the limits need among them) it
+// creates Parent(uid), a
 // directory owned by the user, with its cgroup.procs and tasks files. The
 // user may then create child cgroups there (mkdir), set their limits (the
 // files of a cgroup the user created are the user's) and move its own
@@ -44,11 +45,11 @@ import (
 // reaping never touches a user's runs.
 const Root = "/agentnode-users"
 
-// Controllers are the cgroup v1 controllers a delegated subtree is made
-// under: the ones the profile's limits (memory, cpu, pids) and a clean
-// kill (freezer) need. The devices controller is not delegated: a normal
-// user cannot write device rules anyway (the rootless backend binds the
-// few device nodes instead of creating them).
+// Controllers are the cgroup v1 controllers a delegation requires: the
+// ones the profile's limits (memory, cpu, pids) and a clean kill (freezer)
+// need. The subtree is made in every hierarchy (Dirs); in the devices one
+// it only holds processes: a normal user cannot write device rules (the
+// rootless backend binds the few device nodes instead of creating them).
 var Controllers = []string{"cpu", "memory", "pids", "freezer"}
 
 // v2Controllers are the cgroup v2 controllers a delegated cgroup must offer.
@@ -101,25 +102,67 @@ func Mounts() (map[string]string, error) {
 	return found, nil
 }
 
-// Dirs are the directories of uid's subtree, one per controller in
-// Controllers, in that order (co-mounted controllers share one).
+// Dirs are the directories of uid's subtree, one in every cgroup v1
+// hierarchy mounted at its root (co-mounted controllers share one), sorted.
+// A container runtime given an absolute cgroup path joins every hierarchy
+// (cpuset, blkio, devices, the named name=systemd one, …), so the subtree
+// is in all of them; Controllers must be among them.
 func Dirs(uid int) ([]string, error) {
 	mounts, err := Mounts()
 	if err != nil {
 		return nil, err
 	}
-	var dirs []string
 	for _, c := range Controllers {
-		mp, ok := mounts[c]
-		if !ok {
+		if _, ok := mounts[c]; !ok {
 			return nil, fmt.Errorf("cgdelegate: cgroup v1 controller %q is not mounted", c)
 		}
+	}
+	var dirs []string
+	for _, mp := range mounts {
 		d := filepath.Join(mp, Parent(uid))
 		if !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}
 	}
+	slices.Sort(dirs)
 	return dirs, nil
+}
+
+// initCpuset gives the new cpuset cgroups from the hierarchy's root down to
+// d the parent's cpus and mems where they have none: a cpuset cgroup
+// without them takes no process.
+func initCpuset(d string) error {
+	mounts, err := Mounts()
+	if err != nil {
+		return err
+	}
+	mp, ok := mounts["cpuset"]
+	if !ok || !strings.HasPrefix(d, mp+"/") {
+		return nil
+	}
+	rel := strings.Split(strings.TrimPrefix(d, mp+"/"), "/")
+	parent := mp
+	for _, part := range rel {
+		dir := filepath.Join(parent, part)
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			cur, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				return fmt.Errorf("cgdelegate: %w", err)
+			}
+			if strings.TrimSpace(string(cur)) != "" {
+				continue
+			}
+			val, err := os.ReadFile(filepath.Join(parent, f))
+			if err != nil {
+				return fmt.Errorf("cgdelegate: %w", err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), val, 0); err != nil {
+				return fmt.Errorf("cgdelegate: %s: %w", filepath.Join(dir, f), err)
+			}
+		}
+		parent = dir
+	}
+	return nil
 }
 
 // Delegate creates uid's subtree under every controller in Controllers
@@ -140,6 +183,9 @@ func Delegate(uid, gid int) ([]string, error) {
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("cgdelegate: %w", err)
+		}
+		if err := initCpuset(d); err != nil {
+			return nil, err
 		}
 		for _, p := range append([]string{d}, filesOf(d)...) {
 			if err := os.Lchown(p, uid, gid); err != nil {
