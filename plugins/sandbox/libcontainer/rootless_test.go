@@ -72,3 +72,57 @@ func TestAvailabilityAsUser(t *testing.T) {
 	}
 	t.Logf("with delegation: %+v", resp)
 }
+
+// rootlessEnv marks this test binary re-executed as a created normal user
+// with a delegated subtree (runAsUser): setup() then gives the tests the
+// rootless backend instead of skipping.
+const rootlessEnv = "AGENTNODE_TEST_ROOTLESS"
+
+// runAsUser runs the tests matching pattern in this test binary as a
+// created user with a delegated cgroup subtree and returns their output;
+// each test in want must pass.
+func runAsUser(t *testing.T, pattern string, want ...string) string {
+	t.Helper()
+	u := testuser.Create(t, func(format string, args ...any) { skipOrFail(t, format, args...) })
+	if !u.HasSubIDs() {
+		t.Fatalf("useradd gave %s no subordinate ids", u)
+	}
+	if _, err := cgdelegate.Delegate(u.UID, u.GID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cgdelegate.Undelegate(u.UID); err != nil {
+			t.Errorf("Undelegate: %v", err)
+		}
+	})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureFixture()
+	if fixtureErr != nil {
+		t.Fatalf("test rootfs: %v", fixtureErr)
+	}
+	env := []string{rootlessEnv + "=1", requireEnv + "=1", "TMPDIR=/tmp", fixtureEnv + "=" + fixtureDir}
+	out, err := u.Command(env, u.Executable(t, exe), "-test.run="+pattern, "-test.v", "-test.count=1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("as %s: %v\n%s", u, err, out)
+	}
+	for _, name := range want {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("as %s: %s did not pass:\n%s", u, name, out)
+		}
+	}
+	return string(out)
+}
+
+// TestRootlessRuns: the backend's own run tests, as a normal user with a
+// delegated subtree.
+func TestRootlessRuns(t *testing.T) {
+	if os.Getenv(rootlessEnv) == "1" {
+		t.Skip("already the created user")
+	}
+	tests := []string{"TestUserAndPack", "TestExitCode", "TestReadOnlyRoot", "TestCgroupLimitsApplied"}
+	out := runAsUser(t, "^("+strings.Join(tests, "|")+")$", tests...)
+	t.Logf("%s", out)
+}
