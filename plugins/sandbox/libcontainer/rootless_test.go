@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/cgdelegate"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 	"github.com/agentnode/agentnode/sdk/testuser"
 )
 
@@ -21,7 +23,8 @@ func TestAvailabilityAsUserHelper(t *testing.T) {
 	if os.Getenv(asUserEnv) != "1" {
 		t.Skip("helper for TestAvailabilityAsUser")
 	}
-	resp, err := newBackend(nil).Availability(t.Context(), &sandbox.AvailabilityRequest{ImageStore: os.Getenv("HOME"), Image: fixtureImage})
+	store := filepath.Join(os.Getenv(fixtureEnv), "images")
+	resp, err := newBackend(nil).Availability(t.Context(), &sandbox.AvailabilityRequest{ImageStore: store, Image: fixtureImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,11 @@ func availabilityAs(t *testing.T, u *testuser.User) sandbox.AvailabilityResponse
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := u.Command([]string{asUserEnv + "=1"}, u.Executable(t, exe), "-test.run=^TestAvailabilityAsUserHelper$").Output()
+	ensureFixture()
+	if fixtureErr != nil {
+		t.Fatalf("test rootfs: %v", fixtureErr)
+	}
+	out, err := u.Command([]string{asUserEnv + "=1", fixtureEnv + "=" + fixtureDir}, u.Executable(t, exe), "-test.run=^TestAvailabilityAsUserHelper$").Output()
 	if err != nil {
 		t.Fatalf("as %s: %v: %s", u, err, out)
 	}
@@ -51,7 +58,8 @@ func availabilityAs(t *testing.T, u *testuser.User) sandbox.AvailabilityResponse
 
 // TestAvailabilityAsUser: a normal user without a delegated cgroup subtree
 // is refused (not_permitted) with the one command that fixes it; with the
-// subtree, that reason is gone.
+// subtree (and the user's own subordinate ids, from useradd) the backend
+// is available.
 func TestAvailabilityAsUser(t *testing.T) {
 	u := testuser.Create(t, func(format string, args ...any) { skipOrFail(t, format, args...) })
 	resp := availabilityAs(t, u)
@@ -66,11 +74,9 @@ func TestAvailabilityAsUser(t *testing.T) {
 			t.Errorf("Undelegate: %v", err)
 		}
 	})
-	resp = availabilityAs(t, u)
-	if strings.Contains(resp.Detail, cgdelegate.FixCommand(u.Name)) {
-		t.Fatalf("with delegation still told to delegate: %+v", resp)
+	if resp = availabilityAs(t, u); !resp.Available {
+		t.Fatalf("with delegation: %+v; want available", resp)
 	}
-	t.Logf("with delegation: %+v", resp)
 }
 
 // rootlessEnv marks this test binary re-executed as a created normal user
@@ -103,7 +109,14 @@ func runAsUser(t *testing.T, pattern string, want ...string) string {
 	if fixtureErr != nil {
 		t.Fatalf("test rootfs: %v", fixtureErr)
 	}
-	env := []string{rootlessEnv + "=1", requireEnv + "=1", "TMPDIR=/tmp", fixtureEnv + "=" + fixtureDir}
+	prebuilt := filepath.Join(filepath.Dir(u.Home), "prebuilt")
+	if err := os.Mkdir(prebuilt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandboxtest.Prebuild(t.Context(), prebuilt); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{rootlessEnv + "=1", requireEnv + "=1", "TMPDIR=/tmp", fixtureEnv + "=" + fixtureDir, sandboxtest.PrebuiltEnv + "=" + prebuilt}
 	out, err := u.Command(env, u.Executable(t, exe), "-test.run="+pattern, "-test.v", "-test.count=1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", u, err, out)
@@ -124,5 +137,16 @@ func TestRootlessRuns(t *testing.T) {
 	}
 	tests := []string{"TestUserAndPack", "TestExitCode", "TestReadOnlyRoot", "TestCgroupLimitsApplied"}
 	out := runAsUser(t, "^("+strings.Join(tests, "|")+")$", tests...)
+	t.Logf("%s", out)
+}
+
+// TestConformanceRootless: the shared conformance and escape suite
+// (sdk/sandbox/sandboxtest), through the real gRPC plugin path, as a
+// normal user with a delegated subtree.
+func TestConformanceRootless(t *testing.T) {
+	if os.Getenv(rootlessEnv) == "1" {
+		t.Skip("already the created user")
+	}
+	out := runAsUser(t, "^TestConformance$", "TestConformance")
 	t.Logf("%s", out)
 }
