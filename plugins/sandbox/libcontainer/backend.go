@@ -93,6 +93,7 @@ func newBackend(log hclog.Logger) *backend {
 		b.rootless = true
 		b.stateRoot = rootlessStateRoot(uid)
 		b.cgroupParent = cgdelegate.Parent(uid)
+		ensureMapperPath()
 	}
 	if id, err := processID(os.Getpid()); err == nil {
 		b.owner = id

@@ -36,6 +36,23 @@ import (
 // root can make.
 var errRootlessWorkspace = errors.New("a workspace needs an idmapped mount, which a normal user cannot make: run as root for workspaces")
 
+// mapperPath is where newuidmap and newgidmap are looked up when this
+// process's PATH does not find them: libcontainer looks them up in PATH,
+// and the host may start plugins with an environment of its own.
+const mapperPath = "/usr/local/bin:/usr/bin:/bin"
+
+// ensureMapperPath makes newuidmap findable through PATH, for libcontainer.
+func ensureMapperPath() {
+	if _, err := exec.LookPath("newuidmap"); err == nil {
+		return
+	}
+	p := os.Getenv("PATH")
+	if p != "" {
+		p += ":"
+	}
+	_ = os.Setenv("PATH", p+mapperPath)
+}
+
 // rootlessStateRoot is a normal user's state root: under its runtime
 // directory (/run/user/UID, made by systemd-logind) when it has one it
 // owns, else a directory of its own in the temporary directory.

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/cgdelegate"
@@ -149,4 +151,56 @@ func TestConformanceRootless(t *testing.T) {
 	}
 	out := runAsUser(t, "^TestConformance$", "TestConformance")
 	t.Logf("%s", out)
+}
+
+// BenchmarkRootless: a trivial tool (busybox true) run by root with the
+// user namespace (ns/op) and, side by side, by a created normal user with a
+// delegated subtree (rootless-ns/op: BenchmarkLibcontainerTrivial in this
+// test binary re-executed as that user, 50 runs) and their ratio. Compare
+// BenchmarkUserNamespace for root without the user namespace.
+func BenchmarkRootless(b *testing.B) {
+	if os.Getenv(rootlessEnv) == "1" {
+		b.Skip("already the created user")
+	}
+	u := testuser.Create(b, func(format string, args ...any) { skipOrFail(b, format, args...) })
+	if _, err := cgdelegate.Delegate(u.UID, u.GID); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := cgdelegate.Undelegate(u.UID); err != nil {
+			b.Errorf("Undelegate: %v", err)
+		}
+	})
+	ensureFixture()
+	if fixtureErr != nil {
+		b.Fatalf("test rootfs: %v", fixtureErr)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := []string{rootlessEnv + "=1", requireEnv + "=1", "TMPDIR=/tmp", fixtureEnv + "=" + fixtureDir}
+	out, err := u.Command(env, u.Executable(b, exe), "-test.run=^$", "-test.bench=^BenchmarkLibcontainerTrivial$", "-test.benchtime=50x", "-test.count=1").CombinedOutput()
+	if err != nil {
+		b.Fatalf("as %s: %v\n%s", u, err, out)
+	}
+	var rootless float64
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && strings.HasPrefix(f[0], "BenchmarkLibcontainerTrivial") && f[3] == "ns/op" {
+			rootless, _ = strconv.ParseFloat(f[2], 64)
+		}
+	}
+	if rootless == 0 {
+		b.Fatalf("no ns/op in the rootless benchmark's output:\n%s", out)
+	}
+	run := benchLC(b)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		run()
+	}
+	root := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	b.ReportMetric(rootless, "rootless-ns/op")
+	b.ReportMetric(rootless/root, "rootless/root")
 }
