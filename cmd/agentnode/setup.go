@@ -144,8 +144,8 @@ func reserveSubIDs() (rng string, added bool, note string) {
 	if runtime.GOOS != "linux" {
 		return "", false, "no subordinate ids on " + runtime.GOOS + " (the libcontainer backend is Linux only)"
 	}
-	if os.Geteuid() != 0 {
-		return "", false, fmt.Sprintf("not root: no subordinate ids reserved in %s (the libcontainer backend, which needs root, needs them: run setup as root to use it)", subid.UIDFile)
+	if uid := os.Geteuid(); uid != 0 {
+		return "", false, rootlessNote(uid)
 	}
 	r, added, err := subid.Reserve(subid.Files{})
 	if err != nil {

@@ -80,3 +80,20 @@ func hasSubIDs(name string, uid int) bool {
 	}
 	return true
 }
+
+// rootlessNote is what setup, run by a normal user, says about the
+// libcontainer backend: it runs rootless in the user's own subordinate ids
+// and needs the delegated cgroup subtree, and which command gives it.
+func rootlessNote(uid int) string {
+	name := strconv.Itoa(uid)
+	if u, err := user.LookupUid(uid); err == nil {
+		name = u.Name
+	}
+	if _, err := cgdelegate.Check(uid); err != nil {
+		return fmt.Sprintf("not root: the libcontainer backend runs rootless for %s and needs a delegated cgroup subtree to enforce the sandbox limits (%v): run %s once", name, err, cgdelegate.FixCommand(name))
+	}
+	if !hasSubIDs(name, uid) {
+		return fmt.Sprintf("not root: the libcontainer backend runs rootless for %s and maps its sandboxes into its own subordinate ids, and %s has none in %s and %s (as root: usermod --add-subuids/--add-subgids)", name, name, subid.UIDFile, subid.GIDFile)
+	}
+	return fmt.Sprintf("not root: the libcontainer backend runs rootless for %s, in its own subordinate ids and its delegated cgroup subtree %s", name, cgdelegate.Parent(uid))
+}

@@ -59,13 +59,20 @@ func TestSetupDelegate(t *testing.T) {
 		}
 	})
 
-	// As the user first: refused, naming the command that works.
+	// As the user first: plain setup says what is missing and the command
+	// that gives it; setup --delegate is refused, naming that command.
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := u.Command([]string{asUserEnv + "=1"}, u.Executable(t, exe), "-test.run=^TestAsUserHelper$", "--", "setup", "--delegate", u.Name)
-	out, err := c.CombinedOutput()
+	bin := u.Executable(t, exe)
+	home := []string{asUserEnv + "=1", "AGENTNODE_HOME=" + filepath.Join(u.Home, ".agentnode")}
+	out, err := u.Command(home, bin, "-test.run=^TestAsUserHelper$", "--", "setup").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), cgdelegate.FixCommand(u.Name)) {
+		t.Fatalf("setup as %s: %v\n%s\nwant a note naming %q", u, err, out, cgdelegate.FixCommand(u.Name))
+	}
+	c := u.Command(home, bin, "-test.run=^TestAsUserHelper$", "--", "setup", "--delegate", u.Name)
+	out, err = c.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), cgdelegate.FixCommand(u.Name)) {
 		t.Fatalf("setup --delegate as %s: %v\n%s\nwant a refusal naming %q", u, err, out, cgdelegate.FixCommand(u.Name))
 	}
@@ -99,6 +106,10 @@ func TestSetupDelegate(t *testing.T) {
 	}
 	if parent, err := cgdelegate.Check(u.UID); err != nil || parent != cgdelegate.Parent(u.UID) {
 		t.Fatalf("Check after setup --delegate = %q, %v", parent, err)
+	}
+	out, err = u.Command(home, bin, "-test.run=^TestAsUserHelper$", "--", "setup").CombinedOutput()
+	if err != nil || strings.Contains(string(out), cgdelegate.FixCommand(u.Name)) || !strings.Contains(string(out), cgdelegate.Parent(u.UID)) {
+		t.Fatalf("setup as %s after the delegation: %v\n%s\nwant a note naming the subtree", u, err, out)
 	}
 	if code, _, stderr := runCLI(t, "setup", "--delegate", "root"); code == 0 || !strings.Contains(stderr, "root needs no delegation") {
 		t.Fatalf("setup --delegate root: exit %d, %s", code, stderr)
