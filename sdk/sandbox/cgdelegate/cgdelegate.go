@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
@@ -217,12 +218,29 @@ func Undelegate(uid int) error {
 			return nil
 		})
 		for i := len(all) - 1; i >= 0; i-- {
-			if err := os.Remove(all[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := rmdirCgroup(all[i]); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rmdirCgroup removes the cgroup directory d. A cgroup whose last process
+// has just exited may still be busy for a moment (the kernel takes it
+// offline asynchronously): EBUSY is retried, for at most a second.
+func rmdirCgroup(d string) error {
+	for i := 0; ; i++ {
+		err := os.Remove(d)
+		switch {
+		case err == nil, errors.Is(err, fs.ErrNotExist):
+			return nil
+		case errors.Is(err, syscall.EBUSY) && i < 100:
+			time.Sleep(10 * time.Millisecond)
+		default:
+			return fmt.Errorf("cgdelegate: %w", err)
+		}
+	}
 }
 
 func filesOf(d string) []string {
