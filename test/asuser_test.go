@@ -37,6 +37,11 @@ func cmdNewUser(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Defer(func() { _ = exec.Command("userdel", "-r", "-f", name).Run() })
 	u, err := user.LookupUser(name)
 	ts.Check(err)
+	// Its own temporary directory (the rootless state root's fallback),
+	// removed with it.
+	tmp := filepath.Join(home, "tmp")
+	ts.Check(os.Mkdir(tmp, 0o700))
+	ts.Check(os.Chown(tmp, u.Uid, u.Gid))
 	if len(args) == 1 {
 		_, err := cgdelegate.Delegate(u.Uid, u.Gid)
 		ts.Check(err)
@@ -63,7 +68,7 @@ func cmdAsUser(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	a := []string{"--reuid", uid, "--regid", uid, "--clear-groups", "--", "env", "-i",
 		"PATH=" + binDir + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "USER=" + name,
-		"AGENTNODE_HOME=" + filepath.Join(home, ".agentnode"), "AGENTNODE_NON_INTERACTIVE=1", "TMPDIR=/tmp"}
+		"AGENTNODE_HOME=" + filepath.Join(home, ".agentnode"), "AGENTNODE_NON_INTERACTIVE=1", "TMPDIR=" + filepath.Join(home, "tmp")}
 	err := ts.Exec("setpriv", append(a, args...)...)
 	switch {
 	case err != nil && !neg:

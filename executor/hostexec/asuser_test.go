@@ -48,7 +48,7 @@ func TestConfinedEscapesFailAsUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{asUserEnv + "=1", escapeBinEnv + "=" + probe, "AGENTNODE_REQUIRE_LANDLOCK=1", "TMPDIR=/tmp"}
+	env := []string{asUserEnv + "=1", escapeBinEnv + "=" + probe, "AGENTNODE_REQUIRE_LANDLOCK=1"}
 	out, err := u.Command(env, u.Executable(t, exe), "-test.run=^(TestConfinedEscapesFail|TestConfinedLegitTool)$", "-test.v", "-test.count=1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", u, err, out)

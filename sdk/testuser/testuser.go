@@ -82,6 +82,13 @@ func Create(tb testing.TB, skip func(format string, args ...any)) *User {
 	if err := os.Chmod(home, 0o700); err != nil {
 		tb.Fatal(err)
 	}
+	tmp := filepath.Join(home, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chown(tmp, u.Uid, u.Gid); err != nil {
+		tb.Fatal(err)
+	}
 	return &User{Name: name, UID: u.Uid, GID: u.Gid, Home: home}
 }
 
@@ -97,13 +104,13 @@ func (u *User) HasSubIDs() bool {
 }
 
 // Command is exec.Command run as u (uid, gid, no supplementary groups) with
-// u's home as HOME and working directory and a minimal environment plus
-// env.
+// u's home as HOME and working directory, TMPDIR in it (removed with the
+// account) and a minimal environment plus env.
 func (u *User) Command(env []string, name string, args ...string) *exec.Cmd {
 	c := exec.Command(name, args...)
 	c.Dir = u.Home
 	c.Env = append([]string{"HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, env...)
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + filepath.Join(u.Home, "tmp")}, env...)
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}}
 	return c
 }

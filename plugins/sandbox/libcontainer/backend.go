@@ -454,6 +454,10 @@ func (b *backend) ensureStateRoot() error {
 		}
 		if err := os.Chmod(b.stateRoot, 0o700); err != nil {
 			b.rootErr = fmt.Errorf("state root: %w", err)
+			return
+		}
+		if b.rootless {
+			b.rootErr = checkOwnDirs(b.stateRoot)
 		}
 	})
 	return b.rootErr

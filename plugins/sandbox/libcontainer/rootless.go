@@ -64,6 +64,25 @@ func rootlessStateRoot(uid int) string {
 	return filepath.Join(os.TempDir(), "agentnode-"+strconv.Itoa(uid), "libcontainer")
 }
 
+// checkOwnDirs refuses a rootless state root that anyone else could have
+// prepared (it may be in the shared temporary directory): the state root
+// and its parent (which also holds the slot locks, <state root>-ids) must
+// be directories, not links, of this user, writable by no one else.
+func checkOwnDirs(stateRoot string) error {
+	uid := os.Geteuid()
+	for _, d := range []string{filepath.Dir(stateRoot), stateRoot} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("state root: %w", err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || int(st.Uid) != uid || fi.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("state root: %s is not a directory of uid %d writable only by it (mode %v, owner %d)", d, uid, fi.Mode(), st.Uid)
+		}
+	}
+	return nil
+}
+
 // accountName is uid's name in /etc/passwd, or the uid as a string.
 func accountName(uid int) string {
 	if u, err := user.LookupUid(uid); err == nil {

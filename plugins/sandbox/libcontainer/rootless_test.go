@@ -118,7 +118,7 @@ func runAsUser(t *testing.T, pattern string, want ...string) string {
 	if err := sandboxtest.Prebuild(t.Context(), prebuilt); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{rootlessEnv + "=1", requireEnv + "=1", "TMPDIR=/tmp", fixtureEnv + "=" + fixtureDir, sandboxtest.PrebuiltEnv + "=" + prebuilt}
+	env := []string{rootlessEnv + "=1", requireEnv + "=1", fixtureEnv + "=" + fixtureDir, sandboxtest.PrebuiltEnv + "=" + prebuilt}
 	out, err := u.Command(env, u.Executable(t, exe), "-test.run="+pattern, "-test.v", "-test.count=1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("as %s: %v\n%s", u, err, out)
@@ -179,7 +179,7 @@ func BenchmarkRootless(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := []string{rootlessEnv + "=1", requireEnv + "=1", "TMPDIR=/tmp", fixtureEnv + "=" + fixtureDir}
+	env := []string{rootlessEnv + "=1", requireEnv + "=1", fixtureEnv + "=" + fixtureDir}
 	out, err := u.Command(env, u.Executable(b, exe), "-test.run=^$", "-test.bench=^BenchmarkLibcontainerTrivial$", "-test.benchtime=50x", "-test.count=1").CombinedOutput()
 	if err != nil {
 		b.Fatalf("as %s: %v\n%s", u, err, out)
