@@ -42,10 +42,19 @@ func cmdNewUser(ts *testscript.TestScript, neg bool, args []string) {
 	tmp := filepath.Join(home, "tmp")
 	ts.Check(os.Mkdir(tmp, 0o700))
 	ts.Check(os.Chown(tmp, u.Uid, u.Gid))
+	// Whoever delegates (this command, or the script's own
+	// `agentnode setup --delegate`), the subtree goes with the user, and so
+	// does the rootless plugin's state root (agentnode starts plugins
+	// without TMPDIR: /tmp/agentnode-UID).
+	ts.Defer(func() {
+		if err := cgdelegate.Undelegate(u.Uid); err != nil {
+			ts.Logf("undelegate %s: %v", name, err)
+		}
+		_ = os.RemoveAll(filepath.Join("/tmp", "agentnode-"+strconv.Itoa(u.Uid)))
+	})
 	if len(args) == 1 {
 		_, err := cgdelegate.Delegate(u.Uid, u.Gid)
 		ts.Check(err)
-		ts.Defer(func() { _ = cgdelegate.Undelegate(u.Uid) })
 	}
 	// The binaries (in the e2e build's private directory) must be
 	// reachable by the user.
