@@ -19,12 +19,15 @@ profile="${1:-test}"
 # busybox-static, from which `agentnode sandbox build` makes the image.
 demo_pkgs=(gcc make git libc6-dev libseccomp-dev pkg-config
   dbus dbus-x11 gnome-keyring libsecret-tools busybox-static)
-# runc, protoc for `make proto`, Debian's python3 (the Python tool shim's
+# runc, protoc for `make proto`, uidmap (below), Debian's python3 (the Python tool shim's
 # tests and the Python runtime image, built from its installed files; pip and
 # wheel build the test wheelhouses and pip installs dependencies inside the
 # sandbox; pytest runs the test packs' own suites), and
 # (below) the engines and Node for the official TypeScript MCP client.
-test_pkgs=(runc protobuf-compiler python3 python3-pip python3-wheel python3-pytest)
+# uidmap: newuidmap/newgidmap, with which the libcontainer backend run by a
+# normal user maps its sandboxes' user namespaces (the rootless tests run as
+# a user they create with useradd, from passwd, which Debian always has).
+test_pkgs=(runc protobuf-compiler python3 python3-pip python3-wheel python3-pytest uidmap)
 
 case "$profile" in
 demo) want=("${demo_pkgs[@]}") ;;

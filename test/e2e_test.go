@@ -242,6 +242,9 @@ func scriptParams(dir string) testscript.Params {
 			"orphan":    cmdOrphan, // orphan_test.go
 			// pytest-pack: pytestpack_test.go.
 			"pytest-pack": cmdPytestPack,
+			// newuser, asuser: asuser_test.go.
+			"newuser": cmdNewUser,
+			"asuser":  cmdAsUser,
 		},
 		RequireExplicitExec: false,
 	}

@@ -43,6 +43,7 @@ type setupResult struct {
 
 func newSetupCmd() *cobra.Command {
 	var jsonOut, nonInteractive bool
+	var delegate string
 	cmd := &cobra.Command{
 		Use:   "setup",
 		Short: "Create AGENTNODE_HOME and a config with secure defaults (never changes existing values)",
@@ -54,10 +55,35 @@ file lacks, with their defaults. It never chmods an existing directory: one
 that group or others can write is refused, one they can read is reported. It never changes a value already in the config, and refuses
 an invalid config (fix it, or move it away and run setup again).
 
-Setup asks no questions; --non-interactive is accepted for scripts.`,
+Setup asks no questions; --non-interactive is accepted for scripts.
+
+--delegate USER (root only, cgroup v1) does only this, once per user: under
+each cgroup controller the sandbox limits need (cpu, memory, pids, freezer)
+it creates /agentnode-users/UID and gives it to USER, so that the
+libcontainer backend, run by USER without root, can place each sandbox in a
+cgroup of its own and enforce its limits. Without it a normal user's
+sandboxed runs are refused. It touches no home and no config. On cgroup v2
+systemd delegates instead (run agentnode in a user service or in
+systemd-run --user --scope -p Delegate=yes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = nonInteractive // setup never prompts
+			if delegate != "" {
+				res, err := runDelegate(delegate)
+				if err != nil {
+					return fail(cmd, jsonOut, err)
+				}
+				if jsonOut {
+					return writeJSON(cmd.OutOrStdout(), res)
+				}
+				for _, d := range res.Dirs {
+					fmt.Fprintf(cmd.OutOrStdout(), "delegated %s to %s (uid %d)\n", d, res.User, res.UID)
+				}
+				if res.Note != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "note      %s\n", res.Note)
+				}
+				return nil
+			}
 			res, err := runSetup(cmd)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
@@ -70,6 +96,7 @@ Setup asks no questions; --non-interactive is accepted for scripts.`,
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	cmd.Flags().StringVar(&delegate, "delegate", "", "as root: delegate a cgroup subtree to USER (name or uid) so that its sandboxes get their limits, and do nothing else")
 	cmd.Flags().BoolVar(&nonInteractive, "non-interactive", false, "never prompt (setup does not prompt; accepted for scripts)")
 	return cmd
 }
@@ -117,8 +144,8 @@ func reserveSubIDs() (rng string, added bool, note string) {
 	if runtime.GOOS != "linux" {
 		return "", false, "no subordinate ids on " + runtime.GOOS + " (the libcontainer backend is Linux only)"
 	}
-	if os.Geteuid() != 0 {
-		return "", false, fmt.Sprintf("not root: no subordinate ids reserved in %s (the libcontainer backend, which needs root, needs them: run setup as root to use it)", subid.UIDFile)
+	if uid := os.Geteuid(); uid != 0 {
+		return "", false, rootlessNote(uid)
 	}
 	r, added, err := subid.Reserve(subid.Files{})
 	if err != nil {

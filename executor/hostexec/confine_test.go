@@ -41,6 +41,12 @@ var (
 func escapePack(t *testing.T) string {
 	t.Helper()
 	escapeOnce.Do(func() {
+		// Re-executed as a created user (asuser_test.go): the parent
+		// built the probe.
+		if p := os.Getenv(escapeBinEnv); p != "" {
+			escapeBin, escapeErr = os.ReadFile(p)
+			return
+		}
 		goBin, err := exec.LookPath("go")
 		if err != nil {
 			escapeErr = err
@@ -241,6 +247,7 @@ func requireLandlock(t *testing.T) {
 // confinement every way the design names, against real targets.
 func TestConfinedEscapesFail(t *testing.T) {
 	requireLandlock(t)
+	requireAsUser(t)
 	pack := escapePack(t)
 	l := startListeners(t)
 

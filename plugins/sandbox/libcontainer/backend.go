@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/cgdelegate"
 	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 	"github.com/agentnode/agentnode/sdk/sandbox/reaper"
@@ -61,6 +62,10 @@ type backend struct {
 	// noUserNS runs without the user namespace and its own root: for the
 	// benchmark that measures their cost only, never set otherwise.
 	noUserNS bool
+	// rootless: this process is not root (rootless.go). The user's own
+	// subordinate ids, its delegated cgroup subtree, a state root of its
+	// own.
+	rootless bool
 	// subuidFile and subgidFile hold agentnode's reservation of
 	// subordinate ids (userns.go): subid.UIDFile and subid.GIDFile, or
 	// private copies in tests.
@@ -84,6 +89,12 @@ func newBackend(log hclog.Logger) *backend {
 	}
 	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid, reaper: reaper.New()}
 	b.subuidFile, b.subgidFile = subidFiles()
+	if uid := os.Geteuid(); uid != 0 {
+		b.rootless = true
+		b.stateRoot = rootlessStateRoot(uid)
+		b.cgroupParent = cgdelegate.Parent(uid)
+		ensureMapperPath()
+	}
 	if id, err := processID(os.Getpid()); err == nil {
 		b.owner = id
 	}
@@ -109,16 +120,24 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 		return no(sandbox.ReasonIncompatible, "the sandbox profile's seccomp filter is for x86_64 only, not %s", runtime.GOARCH)
 	}
 	if euid := b.geteuid(); euid != 0 {
-		return no(sandbox.ReasonNotPermitted, "libcontainer needs root (running as uid %d); use the podman or docker backend", euid)
+		if detail := rootlessProblem(euid); detail != "" {
+			return no(sandbox.ReasonNotPermitted, "%s", detail)
+		}
 	}
 	if detail := seccompProblem(); detail != "" {
 		return no(sandbox.ReasonIncompatible, "%s", detail)
 	}
-	if detail := cgroupProblem(); detail != "" {
-		return no(sandbox.ReasonIncompatible, "%s", detail)
-	}
-	if _, err := b.reservation(); err != nil {
-		return no(sandbox.ReasonNotInstalled, "every sandbox needs a user namespace: %v", err)
+	if b.rootless {
+		if detail := rootlessIDsProblem(); detail != "" {
+			return no(sandbox.ReasonNotInstalled, "%s", detail)
+		}
+	} else {
+		if detail := cgroupProblem(); detail != "" {
+			return no(sandbox.ReasonIncompatible, "%s", detail)
+		}
+		if _, err := b.reservation(); err != nil {
+			return no(sandbox.ReasonNotInstalled, "every sandbox needs a user namespace: %v", err)
+		}
 	}
 	if req.ImageStore == "" {
 		return no(sandbox.ReasonImageMissing, "no image store holding %s (run `agentnode sandbox build`)", req.Image)
@@ -288,6 +307,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	// The run's own root (workspace.go): one container root can pass to,
 	// and with a workspace one that has its mount point.
 	var wsPath string
+	if req.Workspace != nil && b.rootless {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, errRootlessWorkspace)
+	}
 	if req.Workspace != nil {
 		if err := profile.CheckWorkspace(*req.Workspace); err != nil {
 			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
@@ -298,7 +320,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		}
 	}
 	var root *runRoot
-	if slot != nil || wsPath != "" {
+	if (slot != nil && !slot.rootless) || wsPath != "" {
 		if root, err = b.makeRunRoot(id, rootfs, wsPath); err != nil {
 			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 		}
@@ -378,12 +400,13 @@ func (b *backend) configure(run sandbox.Spec) (*configs.Config, *libcontainer.Pr
 		CgroupName:       run.RunID,
 		UseSystemdCgroup: false,
 		Spec:             spec,
-		RootlessEUID:     false,
-		RootlessCgroups:  false,
+		RootlessEUID:     b.rootless,
+		RootlessCgroups:  b.rootless,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("specconv: %w", err)
 	}
+
 	if b.owner != "" {
 		config.Labels = append(config.Labels, ownerLabel+"="+b.owner)
 	}
@@ -431,6 +454,10 @@ func (b *backend) ensureStateRoot() error {
 		}
 		if err := os.Chmod(b.stateRoot, 0o700); err != nil {
 			b.rootErr = fmt.Errorf("state root: %w", err)
+			return
+		}
+		if b.rootless {
+			b.rootErr = checkOwnDirs(b.stateRoot)
 		}
 	})
 	return b.rootErr

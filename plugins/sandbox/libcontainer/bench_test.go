@@ -12,6 +12,10 @@ package main
 //	                              (and the run's own root it needs) and
 //	                              without, interleaved: ns/op of each, the
 //	                              difference and the ratio
+//	BenchmarkRootless             (rootless_test.go) the same run by root with
+//	                              the user namespace and by a created normal
+//	                              user with a delegated subtree (rootless),
+//	                              side by side: ns/op, rootless-ns/op, ratio
 //	BenchmarkPluginBinaryTrivial  for reference: the same run through the
 //	                              built plugin binary over go-plugin gRPC, as
 //	                              the host sees it (the container init is then

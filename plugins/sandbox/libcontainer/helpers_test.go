@@ -36,6 +36,8 @@ var (
 	fixtureOnce sync.Once
 	fixtureDir  string
 	fixtureErr  error
+	// fixtureShared: fixtureDir is the parent process's (fixtureEnv).
+	fixtureShared bool
 )
 
 // This test process's own state root and cgroup parent (setup gives them
@@ -73,6 +75,9 @@ func ownPlaces() (stateRoot, cgroupParent string, err error) {
 // here: main.go's init takes over first.)
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if fixtureShared {
+		fixtureDir = ""
+	}
 	for _, d := range []string{fixtureDir, pluginDir, ownStateRoot, ownSubUID, ownSubGID} {
 		if d != "" {
 			_ = os.RemoveAll(d)
@@ -182,30 +187,54 @@ func buildFixture() (string, error) {
 	return dir, nil
 }
 
+// fixtureEnv names the fixture a parent test process built for this one
+// (re-executed as a normal user, which cannot build the forwarder outside
+// the module): it is the parent's to remove.
+const fixtureEnv = "AGENTNODE_TEST_FIXTURE_DIR"
+
+// ensureFixture builds the fixture once, or takes the parent's.
+func ensureFixture() {
+	fixtureOnce.Do(func() {
+		if d := os.Getenv(fixtureEnv); d != "" {
+			fixtureDir, fixtureShared = d, true
+			return
+		}
+		fixtureDir, fixtureErr = buildFixture()
+	})
+}
+
 // setup returns the backend and the fixture, or skips (fails in CI) when
 // libcontainer cannot run here.
 func setup(tb testing.TB) (*backend, fixture) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
+	rootless := os.Getenv(rootlessEnv) == "1"
+	if os.Geteuid() != 0 && !rootless {
 		skipOrFail(tb, "libcontainer tests need root")
 	}
-	fixtureOnce.Do(func() { fixtureDir, fixtureErr = buildFixture() })
+	if rootless && os.Geteuid() == 0 {
+		tb.Fatal("re-executed as a normal user, but running as root")
+	}
+	ensureFixture()
 	if fixtureErr != nil {
 		skipOrFail(tb, "cannot build test rootfs: %v", fixtureErr)
 	}
 	fx := fixture{Store: filepath.Join(fixtureDir, "images"), Image: fixtureImage, Pack: filepath.Join(fixtureDir, "pack")}
 	fx.Rootfs, _ = imagestore.RootfsDir(fx.Store, fx.Image)
-	stateRoot, cgroupParent, err := ownPlaces()
-	if err != nil {
-		tb.Fatalf("state root: %v", err)
-	}
 	b := newBackend(hclog.New(&hclog.LoggerOptions{Name: "libcontainer-test", Output: os.Stderr, Level: hclog.Warn}))
-	b.stateRoot, b.cgroupParent = stateRoot, cgroupParent
-	b.subuidFile, b.subgidFile = ownSubUID, ownSubGID
-	// The built plugin, which the binary tests start from this process,
-	// takes the same files.
-	tb.Setenv(subUIDFileEnv, ownSubUID)
-	tb.Setenv(subGIDFileEnv, ownSubGID)
+	if !rootless {
+		// As a normal user: its own state root, its delegated subtree,
+		// its own subordinate ids (the defaults newBackend chose).
+		stateRoot, cgroupParent, err := ownPlaces()
+		if err != nil {
+			tb.Fatalf("state root: %v", err)
+		}
+		b.stateRoot, b.cgroupParent = stateRoot, cgroupParent
+		b.subuidFile, b.subgidFile = ownSubUID, ownSubGID
+		// The built plugin, which the binary tests start from this process,
+		// takes the same files.
+		tb.Setenv(subUIDFileEnv, ownSubUID)
+		tb.Setenv(subGIDFileEnv, ownSubGID)
+	}
 	resp, err := b.Availability(tb.Context(), &sandbox.AvailabilityRequest{Image: fx.Image, ImageStore: fx.Store})
 	if err != nil {
 		tb.Fatalf("Availability: %v", err)

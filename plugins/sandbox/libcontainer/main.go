@@ -17,7 +17,10 @@
 // (sdk/sandbox/reaper), which kills and destroys a run's container should
 // the plugin die mid-run or hang past the run's deadline.
 //
-// It must be built with cgo and -tags seccomp, and it needs root. Like every
+// It must be built with cgo and -tags seccomp. Run by root it maps each
+// sandbox into agentnode's subordinate ids (userns.go); run by a normal user
+// it runs rootless in that user's own subordinate ids and delegated cgroup
+// subtree (rootless.go). Like every
 // bundled plugin it imports only sdk/ (plus third-party modules).
 package main
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
@@ -29,5 +30,8 @@ func suiteConfig(fx fixture) sandboxtest.Config {
 	return sandboxtest.Config{
 		Image:      fx.Image,
 		ImageStore: fx.Store,
+		// Run by a normal user (rootless.go): no idmapped mount, so no
+		// workspace at all.
+		WorkspaceRefused: os.Getenv(rootlessEnv) == "1",
 	}
 }

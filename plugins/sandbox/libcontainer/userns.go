@@ -99,6 +99,12 @@ func (b *backend) reservation() (subid.Range, error) {
 type idSlot struct {
 	host uint32   // the host id of container root; host+1 is the sandbox user's
 	lock *os.File // flocked while the run lives
+	// rootless (rootless.go): container root is the invoking user
+	// (uid, gid) and the sandbox user is host+1 and ghost+1 of the user's
+	// own subordinate uid and gid ranges.
+	rootless bool
+	uid, gid int
+	ghost    uint32
 }
 
 // release drops the hold.
@@ -114,7 +120,11 @@ func (b *backend) acquireSlot(r subid.Range) (*idSlot, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("the reservation %s holds no slot of %d ids", r, slotSize)
 	}
-	if err := os.MkdirAll(idsDir(r), 0o700); err != nil {
+	dir := idsDir(r)
+	if b.rootless {
+		dir = filepath.Join(b.stateRoot+"-ids", fmt.Sprintf("%d-%d", r.Start, r.Count))
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("slot locks: %w", err)
 	}
 	var seed [4]byte
@@ -122,7 +132,7 @@ func (b *backend) acquireSlot(r subid.Range) (*idSlot, error) {
 	first := binary.LittleEndian.Uint32(seed[:]) % n
 	for i := range uint32(min(n, slotTries)) {
 		slot := (first + i) % n
-		f, err := os.OpenFile(filepath.Join(idsDir(r), strconv.FormatUint(uint64(slot), 10)), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.FormatUint(uint64(slot), 10)), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("slot locks: %w", err)
 		}
@@ -146,12 +156,31 @@ func (s *idSlot) mappings() []configs.IDMap {
 	}
 }
 
+// uidMappings and gidMappings are the run's mappings: mappings(), or for a
+// rootless run the user itself as container root.
+func (s *idSlot) uidMappings() []configs.IDMap {
+	if !s.rootless {
+		return s.mappings()
+	}
+	return []configs.IDMap{{ContainerID: 0, HostID: int64(s.uid), Size: 1}, {ContainerID: sandboxID, HostID: int64(s.host) + 1, Size: 1}}
+}
+
+func (s *idSlot) gidMappings() []configs.IDMap {
+	if !s.rootless {
+		return s.mappings()
+	}
+	return []configs.IDMap{{ContainerID: 0, HostID: int64(s.gid), Size: 1}, {ContainerID: sandboxID, HostID: int64(s.ghost) + 1, Size: 1}}
+}
+
 // userNamespace takes a slot of the reservation and puts config into a
 // user namespace mapped onto it. The caller releases the slot. nil, nil
 // only for the benchmark's backend without one (noUserNS).
 func (b *backend) userNamespace(config *configs.Config) (*idSlot, error) {
 	if b.noUserNS {
 		return nil, nil
+	}
+	if b.rootless {
+		return b.rootlessUserNamespace(config)
 	}
 	ids, err := b.reservation()
 	if err != nil {
@@ -169,8 +198,8 @@ func (b *backend) userNamespace(config *configs.Config) (*idSlot, error) {
 // other namespaces, created with it, are owned by it.
 func applyUserNS(config *configs.Config, slot *idSlot) {
 	config.Namespaces.Add(configs.NEWUSER, "")
-	config.UIDMappings = slot.mappings()
-	config.GIDMappings = slot.mappings()
+	config.UIDMappings = slot.uidMappings()
+	config.GIDMappings = slot.gidMappings()
 }
 
 // idmapWorkspace makes the workspace's bind mount (the profile's mount at

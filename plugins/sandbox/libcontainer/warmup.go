@@ -66,8 +66,8 @@ var warmTasksRoot = sync.OnceValue(func() string {
 // warmCgroupLock starts a warm-up on a thread of its own and returns at
 // once; a warm-up already under way makes it a no-op.
 func (b *backend) warmCgroupLock() {
-	if !b.warming.CompareAndSwap(false, true) {
-		return
+	if b.rootless || !b.warming.CompareAndSwap(false, true) {
+		return // a normal user may not write the hierarchy's root tasks file
 	}
 	go func() {
 		defer b.warming.Store(false)

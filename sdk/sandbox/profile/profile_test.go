@@ -94,6 +94,9 @@ func TestProfileRlimits(t *testing.T) {
 	if r, ok := got["RLIMIT_CORE"]; !ok || r.Hard != 0 || r.Soft != 0 {
 		t.Errorf("RLIMIT_CORE = %+v (present %v), want 0/0", r, ok)
 	}
+	if r, ok := got["RLIMIT_FSIZE"]; !ok || r.Hard != 1<<30 || r.Soft != r.Hard {
+		t.Errorf("RLIMIT_FSIZE = %+v (present %v), want 1 GiB/1 GiB", r, ok)
+	}
 	r, ok := got["RLIMIT_NPROC"]
 	if !ok || r.Hard == 0 || r.Hard != r.Soft {
 		t.Errorf("RLIMIT_NPROC = %+v (present %v), want soft = hard > 0", r, ok)

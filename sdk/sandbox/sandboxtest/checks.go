@@ -90,6 +90,7 @@ var coreChecks = []check{
 	probeCheck("cap-amb", "the ambient capability set is empty", nil),
 	probeCheck("no-new-privs", "no_new_privs is set: exec can never raise privileges", nil),
 	probeCheck("seccomp-mode", "a seccomp filter is installed (Seccomp: 2)", nil),
+	probeCheck("rlimits", "RLIMIT_NOFILE (at most 1024), RLIMIT_NPROC, RLIMIT_CORE (0) and RLIMIT_FSIZE (at most 1 GiB) are set, soft = hard, and the hard limits cannot be raised", nil),
 
 	// --- system calls that must be refused (EPERM/ENOSYS, or a SIGSYS kill) ---
 	syscallCheck("sys-mount", "mount(2) is refused"),

@@ -78,6 +78,8 @@
 //     empty.
 //   - no-new-privs: NoNewPrivs 1.
 //   - seccomp-mode: Seccomp 2 (a filter is installed).
+//   - rlimits: NOFILE at most 1024, NPROC finite, CORE 0, FSIZE at most
+//     1 GiB, each with soft = hard; raising a hard limit fails (EPERM).
 //
 // System calls that must be refused with EPERM or ENOSYS (or kill the
 // caller with SIGSYS). Each is attempted so that, without a filter, it would

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -55,7 +56,25 @@ func BuildForwarder(ctx context.Context, out string) error {
 	return buildStatic(ctx, "the egress forwarder", ForwarderPackage, out)
 }
 
+// PrebuiltEnv names a directory holding the probe and the forwarder built
+// by Prebuild: a test process re-executed as a normal user, which cannot
+// build them outside the module (nor read the module cache), copies them
+// from there instead.
+const PrebuiltEnv = "AGENTNODE_TEST_PREBUILT"
+
+// Prebuild builds the probe and the egress forwarder into dir, for a child
+// test process given PrebuiltEnv=dir.
+func Prebuild(ctx context.Context, dir string) error {
+	if err := buildProbe(ctx, filepath.Join(dir, path.Base(ProbePackage))); err != nil {
+		return err
+	}
+	return BuildForwarder(ctx, filepath.Join(dir, path.Base(ForwarderPackage)))
+}
+
 func buildStatic(ctx context.Context, what, pkg, out string) error {
+	if dir := os.Getenv(PrebuiltEnv); dir != "" {
+		return copyFile(filepath.Join(dir, path.Base(pkg)), out, 0o755)
+	}
 	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	var stderr bytes.Buffer

@@ -71,6 +71,11 @@ type Config struct {
 	// workspace checks then require that refusal (an error, nothing run,
 	// nothing written) instead of a run. Reported loudly, like Skip.
 	WorkspaceWriteRefused bool
+	// WorkspaceRefused declares that the backend refuses every workspace,
+	// read-only ones too (libcontainer run by a normal user: the
+	// workspace needs an idmapped mount, which only root can make): every
+	// workspace check then requires the refusal. Reported loudly.
+	WorkspaceRefused bool
 	// NoUserNamespace declares, with the reason, that the backend runs
 	// sandboxes without a user namespace of their own (the sandbox user is
 	// host uid 1000): the userns-* checks then report "not applicable"
@@ -162,6 +167,11 @@ func Run(t *testing.T, b sandbox.Backend, cfg Config) {
 	}
 	if cfg.NoUserNamespace != "" {
 		msg := "sandboxtest: WARNING: the backend declares no user namespace (Config.NoUserNamespace): the userns-* checks are not applicable: " + cfg.NoUserNamespace
+		fmt.Fprintln(os.Stderr, msg)
+		t.Log(msg)
+	}
+	if cfg.WorkspaceRefused {
+		msg := "sandboxtest: WARNING: the backend declares it refuses every workspace (Config.WorkspaceRefused): the workspace checks verify the refusal only"
 		fmt.Fprintln(os.Stderr, msg)
 		t.Log(msg)
 	}

@@ -20,7 +20,7 @@ var insecureInfo = plugin.Info{Name: "insecure", Version: "0.0.0"}
 
 // mustFailOnHost are checks no unconfined host process can pass.
 var mustFailOnHost = []string{
-	"uid", "cap-eff", "seccomp-mode", "no-new-privs", "sys-mount", "sys-unshare-user", "sys-ptrace",
+	"uid", "cap-eff", "seccomp-mode", "rlimits", "no-new-privs", "sys-mount", "sys-unshare-user", "sys-ptrace",
 	"rootfs-readonly", "pack-readonly", "tmp-noexec", "net-only-lo", "net-host-loopback",
 	"net-host-abstract-unix", "env-secret-absent", "host-pids-invisible", "hostname-isolated",
 	"setuid-no-elevate", "dev-minimal", "pids-limit", "memory-limit",

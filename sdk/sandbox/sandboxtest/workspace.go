@@ -83,8 +83,8 @@ func (w *workspaceFixture) unchanged() error {
 // (read-only unless writable); the run must leave the workspace as it was.
 func workspaceCheck(name, what string, writable bool, args func(h *harness) []string) check {
 	return check{name: name, what: what, run: func(ctx context.Context, h *harness) outcome {
-		if writable && h.cfg.WorkspaceWriteRefused {
-			return checkWorkspaceRefused(ctx, h, name, nil)
+		if (writable && h.cfg.WorkspaceWriteRefused) || h.cfg.WorkspaceRefused {
+			return checkWorkspaceRefused(ctx, h, name, nil, writable)
 		}
 		o := judge(name, h.exec(ctx, name, runOpts{args: append([]string{name, h.ws.dir}, args(h)...),
 			workspace: &sandbox.Workspace{Path: h.ws.dir, Writable: writable}}), false)
@@ -117,8 +117,8 @@ func checkWorkspaceWritable(ctx context.Context, h *harness) outcome {
 	token := "sandboxtest-written-" + randomHex(8)
 	host := filepath.Join(h.ws.dir, out)
 	defer os.Remove(host)
-	if h.cfg.WorkspaceWriteRefused {
-		return checkWorkspaceRefused(ctx, h, name, []string{out, token})
+	if h.cfg.WorkspaceWriteRefused || h.cfg.WorkspaceRefused {
+		return checkWorkspaceRefused(ctx, h, name, []string{out, token}, true)
 	}
 	o := judge(name, h.exec(ctx, name, runOpts{args: []string{name, h.ws.dir, out, token},
 		workspace: &sandbox.Workspace{Path: h.ws.dir, Writable: true}}), false)
@@ -137,14 +137,15 @@ func checkWorkspaceWritable(ctx context.Context, h *harness) outcome {
 }
 
 // checkWorkspaceRefused: the backend declares it cannot make a writable
-// workspace safe (Config.WorkspaceWriteRefused), so the run must be
-// refused: an error, no probe output, nothing written, nothing left.
-func checkWorkspaceRefused(ctx context.Context, h *harness, name string, args []string) outcome {
+// workspace (Config.WorkspaceWriteRefused), or any workspace
+// (Config.WorkspaceRefused), safe, so the run must be refused: an error,
+// no probe output, nothing written, nothing left.
+func checkWorkspaceRefused(ctx context.Context, h *harness, name string, args []string, writable bool) outcome {
 	r := h.exec(ctx, name, runOpts{args: append([]string{name, h.ws.dir}, args...),
-		workspace: &sandbox.Workspace{Path: h.ws.dir, Writable: true}})
+		workspace: &sandbox.Workspace{Path: h.ws.dir, Writable: writable}})
 	switch {
 	case r.err == nil:
-		return fail("the backend declares it refuses a writable workspace (Config.WorkspaceWriteRefused), but ran it: %s", r.describe())
+		return fail("the backend declares it refuses this workspace (Config.WorkspaceWriteRefused or WorkspaceRefused), but ran it: %s", r.describe())
 	case r.stdout.total > 0:
 		return fail("the refused run printed output: %s", r.describe())
 	case len(r.leftovers)+len(r.traces) > 0:
@@ -153,5 +154,5 @@ func checkWorkspaceRefused(ctx context.Context, h *harness, name string, args []
 	if err := h.ws.unchanged(); err != nil {
 		return fail("the run was refused (%v), but %v", r.err, err)
 	}
-	return pass("refused, as the backend declares (Config.WorkspaceWriteRefused): %v", r.err)
+	return pass("refused, as the backend declares (Config.WorkspaceWriteRefused or WorkspaceRefused): %v", r.err)
 }

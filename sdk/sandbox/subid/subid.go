@@ -18,6 +18,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -78,7 +80,19 @@ func (r Range) String() string { return fmt.Sprintf("%d-%d", r.Start, r.End()-1)
 // first line for Name with a count of at least 2. ErrNoReservation (wrapped)
 // when there is none or the file does not exist.
 func Lookup(path string) (Range, error) {
-	ids, err := user.ParseSubIDFileFilter(path, func(s user.SubID) bool { return s.Name == Name })
+	return lookup(path, Name)
+}
+
+// LookupUser returns the range of a normal user (by account name or uid)
+// in the subuid- or subgid-format file path, as Lookup does for Name: the
+// ids newuidmap and newgidmap let that user map. ErrNoReservation
+// (wrapped) when there is none.
+func LookupUser(path, name string, uid int) (Range, error) {
+	return lookup(path, name, strconv.Itoa(uid))
+}
+
+func lookup(path string, names ...string) (Range, error) {
+	ids, err := user.ParseSubIDFileFilter(path, func(s user.SubID) bool { return slices.Contains(names, s.Name) })
 	if errors.Is(err, fs.ErrNotExist) {
 		return Range{}, fmt.Errorf("%s: %w", path, ErrNoReservation)
 	}

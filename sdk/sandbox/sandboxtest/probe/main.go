@@ -77,6 +77,7 @@ var checks = map[string]checkFunc{
 	"cap-amb":      capCheck("CapAmb"),
 	"no-new-privs": checkNoNewPrivs,
 	"seccomp-mode": checkSeccompMode,
+	"rlimits":      checkRlimits,
 
 	// system calls that must be refused
 	"sys-mount":             checkMount,

@@ -186,3 +186,41 @@ func checkCPULimit(args []string) (bool, string) {
 func tv(t unix.Timeval) time.Duration {
 	return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
 }
+
+// rlimitWants are the resource limits the profile sets (specs/sandbox
+// profile.json), each with the highest hard limit accepted (0 for CORE).
+var rlimitWants = []struct {
+	name     string
+	resource int
+	max      uint64
+}{
+	{"NOFILE", unix.RLIMIT_NOFILE, 1024},
+	{"NPROC", unix.RLIMIT_NPROC, 1 << 20},
+	{"CORE", unix.RLIMIT_CORE, 0},
+	{"FSIZE", unix.RLIMIT_FSIZE, 1 << 30},
+}
+
+// checkRlimits: every limit of rlimitWants is set (soft = hard, hard at
+// most its max), and raising its hard limit by one fails.
+func checkRlimits([]string) (bool, string) {
+	var details []string
+	ok := true
+	for _, w := range rlimitWants {
+		var r unix.Rlimit
+		if err := unix.Getrlimit(w.resource, &r); err != nil {
+			return false, fmt.Sprintf("getrlimit %s: %v", w.name, err)
+		}
+		details = append(details, fmt.Sprintf("%s %d/%d", w.name, r.Cur, r.Max))
+		if r.Max > w.max || r.Cur != r.Max {
+			ok = false
+			details = append(details, fmt.Sprintf("(want soft = hard <= %d)", w.max))
+			continue
+		}
+		raised := unix.Rlimit{Cur: r.Cur, Max: r.Max + 1}
+		if err := unix.Setrlimit(w.resource, &raised); err == nil {
+			ok = false
+			details = append(details, fmt.Sprintf("(raised %s to %d)", w.name, raised.Max))
+		}
+	}
+	return ok, strings.Join(details, "; ")
+}
