@@ -80,6 +80,17 @@ if [ "${#all[@]}" -gt 0 ]; then
 fi
 
 if [ "$profile" = test ]; then
+  # The Node runtime image (`agentnode sandbox build --node`) is built from
+  # Debian's nodejs .deb files, which apt downloads from the configured
+  # archive: apt's lists must offer them (a fresh machine's may be empty).
+  if ! apt-cache madison nodejs 2>/dev/null | grep -q ' Packages *$'; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "deps: apt's lists offer no nodejs (the Node runtime image); as root run:" >&2
+      echo "  sudo apt-get update" >&2
+      exit 2
+    fi
+    apt-get update -qq
+  fi
   # The official TypeScript MCP SDK client, exact versions from its lockfile,
   # no install scripts; again only when the lockfile is newer than the install.
   lock=test/mcpclient/package-lock.json

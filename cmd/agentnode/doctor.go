@@ -44,9 +44,13 @@ type doctorReport struct {
 	PythonSandboxReady bool `json:"python_sandbox_ready"`
 	// PythonHostReady: they can run on the host (host_ready and the
 	// host's python3).
-	PythonHostReady bool    `json:"python_host_ready"`
-	Checks          []check `json:"checks"`
-	PluginAPIs      []int   `json:"plugin_api_versions"`
+	PythonHostReady bool `json:"python_host_ready"`
+	// NodeSandboxReady: MCP servers started as [node, /pack/FILE] can
+	// run sandboxed (sandbox.node_image set and resolving, the backend
+	// can run it).
+	NodeSandboxReady bool    `json:"node_sandbox_ready"`
+	Checks           []check `json:"checks"`
+	PluginAPIs       []int   `json:"plugin_api_versions"`
 	// SDKKeys are the AgentNode SDK's own keys in the config
 	// (specs/config.md): mapped onto agentnode's policy, or accepted and
 	// not enforced.
@@ -218,6 +222,17 @@ func runDoctor() *doctorReport {
 		if add("python image", perr, cfg.Sandbox.PythonImage+" resolves (digest and rootfs verified)") {
 			rep.PythonSandboxReady = add("python image backend", checkBackend(dir, cfg.Sandbox.Backend, pimg),
 				cfg.Sandbox.Backend+" can run the python image") && rep.SandboxReady
+		}
+		// MCP servers started with node: the pinned Node runtime image
+		// (optional too).
+		nst, nimg := nodeImageStatus(dir, cfg.Sandbox.NodeImage)
+		var nerr error
+		if !nst.Resolves {
+			nerr = reason.New(reason.Code(nst.Code), "%s", nst.Detail)
+		}
+		if add("node image", nerr, cfg.Sandbox.NodeImage+" resolves (digest and rootfs verified)") {
+			rep.NodeSandboxReady = add("node image backend", checkBackend(dir, cfg.Sandbox.Backend, nimg),
+				cfg.Sandbox.Backend+" can run the node image") && rep.SandboxReady
 		}
 	}
 	return rep

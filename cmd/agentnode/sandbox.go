@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
+	"github.com/agentnode/agentnode/cmd/agentnode/nodeimage"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/home"
@@ -64,30 +65,44 @@ type buildReport struct {
 	Engines []engineLoad `json:"engines"`
 	// Python is the Python runtime image (--python).
 	Python *pythonBuildReport `json:"python,omitempty"`
+	// Node is the Node runtime image (--node).
+	Node *nodeBuildReport `json:"node,omitempty"`
 }
 
-// pythonBuildReport is the Python runtime image `sandbox build --python`
-// built and what happened to sandbox.python_image.
-type pythonBuildReport struct {
+// runtimeBuildReport is a runtime image `sandbox build --python` or
+// `--node` built and what happened to the config key pinning it
+// (sandbox.python_image, sandbox.node_image).
+type runtimeBuildReport struct {
 	image.Image
 	Tag string `json:"tag"`
-	// Config is what happened to sandbox.python_image: "set" (it was not
-	// set), "unchanged" or "kept" (it pins another image; Hint says how to
+	// Config is what happened to the key: "set" (it was not set),
+	// "unchanged" or "kept" (it pins another image; Hint says how to
 	// switch).
-	Config   string            `json:"config"`
-	Current  string            `json:"configured_image"`
-	Hint     string            `json:"hint,omitempty"`
-	Engines  []engineLoad      `json:"engines"`
+	Config  string       `json:"config"`
+	Current string       `json:"configured_image"`
+	Hint    string       `json:"hint,omitempty"`
+	Engines []engineLoad `json:"engines"`
+	Seconds float64      `json:"build_seconds"`
+}
+
+// pythonBuildReport is the Python runtime image with what went into it.
+type pythonBuildReport struct {
+	runtimeBuildReport
 	Contents *pyimage.Contents `json:"contents"`
-	Seconds  float64           `json:"build_seconds"`
+}
+
+// nodeBuildReport is the Node runtime image with what went into it.
+type nodeBuildReport struct {
+	runtimeBuildReport
+	Contents *nodeimage.Contents `json:"contents"`
 }
 
 func newSandboxBuildCmd() *cobra.Command {
-	var jsonOut, withPython, pyInstaller bool
+	var jsonOut, withPython, withNode, pyInstaller bool
 	var busybox string
 	cmd := &cobra.Command{
 		Use:   "build",
-		Short: "Build the default sandbox image (and with --python the Python runtime image), unpack and load them",
+		Short: "Build the default sandbox image (and with --python, --node the runtime images), unpack and load them",
 		Long: `build makes the default sandbox image from a statically linked busybox
 (default /bin/busybox), writes it into the OCI layout under
 AGENTNODE_HOME/images/oci, unpacks it read-only for libcontainer, and loads
@@ -105,7 +120,17 @@ packages (python3-minimal, libpython3-stdlib; each file checked against
 dpkg's checksums) and the tool shim, offline and reproducibly (the same
 package versions give the same digest; specs/python.md). It takes tens of
 seconds; progress goes to stderr. sandbox.python_image is set to it when
-unset, else left alone with the command to switch printed.`,
+unset, else left alone with the command to switch printed.
+
+--node also builds the Node runtime image agentnode/node, which MCP servers
+started as [node, /pack/FILE, ...] run in when sandboxed: the default
+image's content plus Debian's nodejs and its dependencies, downloaded as
+.deb files by apt from the configured Debian archive (never this host's
+installed nodejs), each checked against apt's index and its files against
+the package's md5sums, unpacked without running any package script (the
+same .deb files give the same digest; specs/image.md). The files are kept
+in AGENTNODE_HOME/images/debs. sandbox.node_image is set to it when unset,
+else left alone with the command to switch printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pyInstaller {
@@ -141,6 +166,13 @@ unset, else left alone with the command to switch printed.`,
 				}
 				rep.Python = py
 			}
+			if withNode {
+				n, err := buildNode(cmd, dir, cfgPath, cfg, busybox, engines)
+				if err != nil {
+					return fail(cmd, jsonOut, err)
+				}
+				rep.Node = n
+			}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
@@ -165,32 +197,64 @@ unset, else left alone with the command to switch printed.`,
 				fmt.Fprintf(w, "  rootfs:    %s\n", py.Rootfs)
 				fmt.Fprintf(w, "  contents:  %d Debian packages, %d files, %.1f MB; built in %.1fs\n",
 					len(py.Contents.Packages), py.Contents.Files, float64(py.Contents.Bytes)/1e6, py.Seconds)
-				printLoads(w, ew, py.Engines)
-				switch py.Config {
-				case "set":
-					fmt.Fprintf(w, "sandbox.python_image set to %s\n", py.Ref)
-				case "unchanged":
-					fmt.Fprintln(w, "sandbox.python_image already pins this image")
-				default:
-					fmt.Fprintf(w, "sandbox.python_image pins %s; to use the new image:\n  %s\n", py.Current, py.Hint)
-				}
+				printRuntimeBuild(w, ew, "sandbox.python_image", &py.runtimeBuildReport)
+			}
+			if n := rep.Node; n != nil {
+				fmt.Fprintf(w, "node image: %s\n", n.Ref)
+				fmt.Fprintf(w, "  image ID:  %s (config digest)\n", n.ConfigDigest)
+				fmt.Fprintf(w, "  rootfs:    %s\n", n.Rootfs)
+				fmt.Fprintf(w, "  contents:  %d Debian packages, %d files, %.1f MB; built in %.1fs\n",
+					len(n.Contents.Packages), n.Contents.Files, float64(n.Contents.Bytes)/1e6, n.Seconds)
+				printRuntimeBuild(w, ew, "sandbox.node_image", &n.runtimeBuildReport)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&busybox, "busybox", imagebuild.DefaultBusybox, "statically linked busybox to build from")
 	cmd.Flags().BoolVar(&withPython, "python", false, "also build the Python runtime image and pin sandbox.python_image")
+	cmd.Flags().BoolVar(&withNode, "node", false, "also build the Node runtime image (Debian's nodejs, downloaded by apt) and pin sandbox.node_image")
 	cmd.Flags().BoolVar(&pyInstaller, "python-installer", false,
 		"build the Python installer image (Debian's Python and pip) that install uses for dependencies; pins sandbox.python_installer_image when unset")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
 }
 
-// buildPython builds the Python runtime image (cmd/agentnode/pyimage),
-// telling stderr what it does and, while it compresses, how long it has
-// been at it; loads it into the engines and pins sandbox.python_image when
-// it is unset.
+// buildPython builds the Python runtime image (cmd/agentnode/pyimage).
 func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, busybox string, engines *imageEngines) (*pythonBuildReport, error) {
+	var contents *pyimage.Contents
+	rep, err := buildRuntime(cmd, "python", cfgPath, "sandbox.python_image", cfg.Sandbox.PythonImage, engines,
+		func(progress func(string)) (*image.Image, error) {
+			img, c, err := pyimage.Build(dir, pyimage.Options{Base: imagebuild.BuildOptions{BusyboxPath: busybox}, Progress: progress})
+			contents = c
+			return img, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &pythonBuildReport{runtimeBuildReport: *rep, Contents: contents}, nil
+}
+
+// buildNode builds the Node runtime image (cmd/agentnode/nodeimage).
+func buildNode(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, busybox string, engines *imageEngines) (*nodeBuildReport, error) {
+	var contents *nodeimage.Contents
+	rep, err := buildRuntime(cmd, "node", cfgPath, "sandbox.node_image", cfg.Sandbox.NodeImage, engines,
+		func(progress func(string)) (*image.Image, error) {
+			img, c, err := nodeimage.Build(cmd.Context(), dir, nodeimage.Options{Base: imagebuild.BuildOptions{BusyboxPath: busybox}, Progress: progress})
+			contents = c
+			return img, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &nodeBuildReport{runtimeBuildReport: *rep, Contents: contents}, nil
+}
+
+// buildRuntime runs build, telling stderr what it does (prefixed with
+// label) and, while it works, every 10 s how long it has been at it; loads
+// the image into the engines and pins key (whose value is current) when it
+// is unset.
+func buildRuntime(cmd *cobra.Command, label, cfgPath, key, current string, engines *imageEngines,
+	build func(progress func(string)) (*image.Image, error)) (*runtimeBuildReport, error) {
 	ew := cmd.ErrOrStderr()
 	start := time.Now()
 	done := make(chan struct{})
@@ -204,37 +268,47 @@ func buildPython(cmd *cobra.Command, dir, cfgPath string, cfg *config.Config, bu
 			case <-done:
 				return
 			case <-ticker.C:
-				fmt.Fprintf(ew, "python image: still building (%ds)\n", int(time.Since(start).Seconds()))
+				fmt.Fprintf(ew, "%s image: still building (%ds)\n", label, int(time.Since(start).Seconds()))
 			}
 		}
 	}()
-	img, contents, err := pyimage.Build(dir, pyimage.Options{
-		Base:     imagebuild.BuildOptions{BusyboxPath: busybox},
-		Progress: func(step string) { fmt.Fprintf(ew, "python image: %s\n", step) },
-	})
+	img, err := build(func(step string) { fmt.Fprintf(ew, "%s image: %s\n", label, step) })
 	ticker.Stop()
 	close(done)
 	wg.Wait()
 	if err != nil {
-		return nil, fmt.Errorf("python image: %w", err)
+		return nil, fmt.Errorf("%s image: %w", label, err)
 	}
-	rep := &pythonBuildReport{Image: *img, Tag: img.Tag(), Current: cfg.Sandbox.PythonImage,
-		Contents: contents, Seconds: time.Since(start).Seconds()}
-	fmt.Fprintf(ew, "python image: %s built in %.1fs\n", img.Ref, rep.Seconds)
-	rep.Engines = engines.load(cmd.Context(), img, func(e string) { fmt.Fprintf(ew, "python image: loading into %s\n", e) })
-	switch cfg.Sandbox.PythonImage {
+	rep := &runtimeBuildReport{Image: *img, Tag: img.Tag(), Current: current, Seconds: time.Since(start).Seconds()}
+	fmt.Fprintf(ew, "%s image: %s built in %.1fs\n", label, img.Ref, rep.Seconds)
+	rep.Engines = engines.load(cmd.Context(), img, func(e string) { fmt.Fprintf(ew, "%s image: loading into %s\n", label, e) })
+	switch current {
 	case img.Ref:
 		rep.Config = "unchanged"
 	case "":
-		if err := configedit.Set(cfgPath, "sandbox.python_image", img.Ref); err != nil {
+		if err := configedit.Set(cfgPath, key, img.Ref); err != nil {
 			return nil, err
 		}
 		rep.Config, rep.Current = "set", img.Ref
 	default:
 		rep.Config = "kept"
-		rep.Hint = "agentnode config set sandbox.python_image " + img.Ref
+		rep.Hint = "agentnode config set " + key + " " + img.Ref
 	}
 	return rep, nil
+}
+
+// printRuntimeBuild prints the loads of a runtime image and what happened
+// to key.
+func printRuntimeBuild(w, ew io.Writer, key string, r *runtimeBuildReport) {
+	printLoads(w, ew, r.Engines)
+	switch r.Config {
+	case "set":
+		fmt.Fprintf(w, "%s set to %s\n", key, r.Ref)
+	case "unchanged":
+		fmt.Fprintf(w, "%s already pins this image\n", key)
+	default:
+		fmt.Fprintf(w, "%s pins %s; to use the new image:\n  %s\n", key, r.Current, r.Hint)
+	}
 }
 
 func printLoads(w, ew io.Writer, loads []engineLoad) {
@@ -268,11 +342,15 @@ type statusReport struct {
 	Detail     string        `json:"detail"`
 	Images     []imageStatus `json:"images"`
 	// Python is sandbox.python_image, the image of runtime: python tools.
-	Python pythonStatus `json:"python_image"`
+	Python runtimeStatus `json:"python_image"`
+	// Node is sandbox.node_image, the image of [node, /pack/FILE] MCP
+	// servers.
+	Node runtimeStatus `json:"node_image"`
 }
 
-// pythonStatus is whether sandbox.python_image is set and resolves.
-type pythonStatus struct {
+// runtimeStatus is whether a runtime image key (sandbox.python_image,
+// sandbox.node_image) is set and resolves.
+type runtimeStatus struct {
 	Configured string `json:"configured_image"` // "" when not set
 	Resolves   bool   `json:"resolves"`
 	Code       string `json:"code,omitempty"`
@@ -282,11 +360,20 @@ type pythonStatus struct {
 // pythonImageStatus checks sandbox.python_image as a run would
 // (image.Resolve); not set is sandbox_unavailable naming the command that
 // builds it.
-func pythonImageStatus(dir, ref string) (pythonStatus, *image.Image) {
-	st := pythonStatus{Configured: ref}
+func pythonImageStatus(dir, ref string) (runtimeStatus, *image.Image) {
+	return runtimeImageStatus(dir, ref, "runtime: python tools", "--python")
+}
+
+// nodeImageStatus checks sandbox.node_image like pythonImageStatus.
+func nodeImageStatus(dir, ref string) (runtimeStatus, *image.Image) {
+	return runtimeImageStatus(dir, ref, "MCP servers started with node", "--node")
+}
+
+func runtimeImageStatus(dir, ref, what, flag string) (runtimeStatus, *image.Image) {
+	st := runtimeStatus{Configured: ref}
 	if ref == "" {
 		err := reason.New(reason.SandboxUnavailable,
-			"not set: runtime: python tools cannot run sandboxed; run `agentnode sandbox build --python`")
+			"not set: %s cannot run sandboxed; run `agentnode sandbox build %s`", what, flag)
 		st.Code, st.Detail = string(reason.CodeOf(err)), err.Error()
 		return st, nil
 	}
@@ -307,9 +394,10 @@ func newSandboxStatusCmd() *cobra.Command {
 		Long: `status shows sandbox.image and whether it resolves (the check made before
 every run: pinned, present, digests and rootfs verified), the images in the
 local OCI layout and which container engines have them, and the same for
-sandbox.python_image (runtime: python tools). It exits 0 when the
-configured image resolves (and sandbox.python_image, when set) and 1 when
-it does not.`,
+sandbox.python_image (runtime: python tools) and sandbox.node_image (MCP
+servers started with node). It exits 0 when the configured image resolves
+(and sandbox.python_image and sandbox.node_image, when set) and 1 when it
+does not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, _, cfg, err := sandboxConfig()
@@ -323,6 +411,7 @@ it does not.`,
 				rep.OK, rep.Resolves, rep.Detail = true, true, "OK: digests and rootfs verified"
 			}
 			rep.Python, _ = pythonImageStatus(dir, cfg.Sandbox.PythonImage)
+			rep.Node, _ = nodeImageStatus(dir, cfg.Sandbox.NodeImage)
 			imgs, err := imagebuild.Status(dir)
 			if err != nil {
 				return fail(cmd, jsonOut, err)
@@ -346,7 +435,7 @@ it does not.`,
 			} else {
 				printStatus(cmd, &rep)
 			}
-			if !rep.Resolves || rep.Python.Configured != "" && !rep.Python.Resolves {
+			if !rep.Resolves || rep.Python.Configured != "" && !rep.Python.Resolves || rep.Node.Configured != "" && !rep.Node.Resolves {
 				return exitWith(reason.ExitFailed)
 			}
 			return nil
@@ -364,11 +453,16 @@ func printStatus(cmd *cobra.Command, rep *statusReport) {
 	} else {
 		fmt.Fprintf(w, "resolves:      no [%s] %s\n", rep.Code, rep.Detail)
 	}
-	fmt.Fprintf(w, "sandbox.python_image: %s\n", orNone(rep.Python.Configured))
-	if rep.Python.Resolves {
-		fmt.Fprintf(w, "resolves:      %s\n", rep.Python.Detail)
-	} else {
-		fmt.Fprintf(w, "resolves:      no [%s] %s\n", rep.Python.Code, rep.Python.Detail)
+	for _, r := range []struct {
+		key string
+		st  *runtimeStatus
+	}{{"sandbox.python_image", &rep.Python}, {"sandbox.node_image", &rep.Node}} {
+		fmt.Fprintf(w, "%s: %s\n", r.key, orNone(r.st.Configured))
+		if r.st.Resolves {
+			fmt.Fprintf(w, "resolves:      %s\n", r.st.Detail)
+		} else {
+			fmt.Fprintf(w, "resolves:      no [%s] %s\n", r.st.Code, r.st.Detail)
+		}
 	}
 	if len(rep.Images) == 0 {
 		fmt.Fprintln(w, "images:        none (run `agentnode sandbox build`)")

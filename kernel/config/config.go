@@ -126,6 +126,10 @@ type Sandbox struct {
 	// `agentnode sandbox build --python`); optional, no default: empty
 	// means Python tools cannot run sandboxed.
 	PythonImage string `json:"python_image,omitempty"`
+	// NodeImage is sandbox.node_image, the Node runtime image of
+	// `[node, /pack/FILE]` MCP servers in the sandbox (pinned by
+	// `agentnode sandbox build --node`); optional: empty refuses them.
+	NodeImage string `json:"node_image,omitempty"`
 	// PythonInstallerImage pins the image `agentnode install` resolves
 	// Python dependencies in (cmd/agentnode/pydeps); "" when none was built.
 	PythonInstallerImage string `json:"python_installer_image,omitempty"`

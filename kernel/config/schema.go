@@ -18,8 +18,8 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/agentnode/agentnode/kernel/editdist"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/editdist"
 	"github.com/agentnode/agentnode/specs"
 )
 

@@ -25,6 +25,7 @@ type settings struct {
 	backend             string
 	image               string
 	pythonImage         string // sandbox.python_image ("" = not configured)
+	nodeImage           string // sandbox.node_image ("" = not configured)
 	limits              sandbox.Limits
 	timeout             time.Duration
 	guardStrict         bool
@@ -61,6 +62,7 @@ func loadSettings(path string, environ []string, verdicts *validcache.Cache) (*s
 		backend:             c.Sandbox.Backend,
 		image:               c.Sandbox.Image,
 		pythonImage:         c.Sandbox.PythonImage,
+		nodeImage:           c.Sandbox.NodeImage,
 		timeout:             time.Duration(c.Sandbox.Limits.TimeoutSeconds) * time.Second,
 		guardStrict:         c.Guard.Strict || envTrue(environ, "AGENTNODE_GUARD_STRICT"),
 		guardGlobal:         map[policy.Action]policy.Verdict{},

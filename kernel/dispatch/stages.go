@@ -261,20 +261,24 @@ func checkRuntime(m *manifest.Manifest) error {
 }
 
 // sandboxImage is the image reference a sandboxed run uses: sandbox.image,
-// or for a `runtime: python` package sandbox.python_image, which must be
-// set (sandbox_unavailable otherwise: never the host, never the default
-// image, which has no Python).
+// for a `runtime: python` package sandbox.python_image and for a
+// `[node, /pack/FILE]` MCP server sandbox.node_image, which must be set
+// (sandbox_unavailable otherwise: never the host, never the default image,
+// which has neither Python nor Node).
 func sandboxImage(st *state) (string, error) {
-	m := st.pkg.Manifest
-	if m.Runtime != manifest.RuntimePython {
-		return st.set.image, nil
+	ref, key, title := st.set.image, "", ""
+	switch {
+	case st.pkg.Manifest.Runtime == manifest.RuntimePython:
+		ref, key, title = st.set.pythonImage, "python", "Python"
+	case st.mcp != nil && st.mcp.Command.Interpreter == "node":
+		ref, key, title = st.set.nodeImage, "node", "Node"
 	}
-	if st.set.pythonImage == "" {
+	if ref == "" {
 		return "", reason.New(reason.SandboxUnavailable,
-			"%s runs with runtime python and no Python runtime image is configured (sandbox.python_image): "+
-				"build and pin it with `agentnode sandbox build --python`", toolName(st))
+			"%s runs with runtime %s and no %s runtime image is configured (sandbox.%s_image): "+
+				"build and pin it with `agentnode sandbox build --%s`", toolName(st), key, title, key, key)
 	}
-	return st.set.pythonImage, nil
+	return ref, nil
 }
 
 // stagePolicy applies Guard's policy engine, with guard.max_permissions as

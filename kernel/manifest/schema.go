@@ -17,7 +17,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
-	"github.com/agentnode/agentnode/kernel/editdist"
+	"github.com/agentnode/agentnode/sdk/editdist"
 	"github.com/agentnode/agentnode/specs"
 )
 

@@ -1,4 +1,4 @@
-package pyimage
+package debimage
 
 import (
 	"bufio"

@@ -1,7 +1,8 @@
 // Package editdist is the one edit distance behind the "did you mean"
 // suggestions for a misspelt key of config.json (kernel/config) and field
-// of agentnode.yaml (kernel/manifest). It sits in the kernel because both
-// loaders name the likely intended key in the errors a run reports.
+// of agentnode.yaml (kernel/manifest). It sits in sdk, below the kernel,
+// because it is a pure string function with no part in any decision: both
+// loaders only name the likely intended key in the errors a run reports.
 package editdist
 
 // Distance is the optimal-string-alignment distance between a and b, in
