@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -126,6 +127,10 @@ func (r scenarioResult) passed() bool {
 	return true
 }
 
+// resultDir is the name of a scenario's result directory:
+// server-NAME-2026-12-04T19-42-44-498Z.
+var resultDir = regexp.MustCompile(`^server-(.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$`)
+
 // runConformance runs every active server scenario of the suite against
 // u and returns the results by scenario, read from the checks.json files
 // the suite writes (one directory per scenario: server-NAME-TIMESTAMP).
@@ -146,11 +151,14 @@ func runConformance(t *testing.T, node, suite, u string) map[string]scenarioResu
 	res := map[string]scenarioResult{}
 	for _, f := range dirs {
 		base := filepath.Base(filepath.Dir(f))
-		i := strings.LastIndex(base, "-20") // the timestamp: -2026-12-04T…
-		if i < 0 {
+		m := resultDir.FindStringSubmatch(base)
+		if m == nil {
 			t.Fatalf("result directory %q", base)
 		}
-		name := strings.TrimPrefix(base[:i], "server-")
+		name := m[1]
+		if _, dup := res[name]; dup {
+			t.Fatalf("scenario %s ran twice", name)
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -338,6 +346,11 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 		len(names), len(directPass), directPass, len(throughPass), throughPass)
 	if len(direct) != len(through) {
 		t.Errorf("%d scenarios ran directly, %d through agentnode", len(direct), len(through))
+	}
+	for _, n := range names {
+		if _, ok := through[n]; !ok {
+			t.Errorf("scenario %s ran directly, not through agentnode", n)
+		}
 	}
 	if len(directPass) == 0 {
 		t.Fatal("no scenario passed directly")
