@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -30,7 +31,11 @@ import (
 // test/mcpconformance/package.json, installed into the package too.
 const serverEverythingVersion = "2026.8.31"
 
-// everythingManifest declares every tool server-everything 2026.8.31 lists.
+// everythingManifest declares every tool server-everything 2026.8.31 lists
+// to a client that offers sampling and elicitation (as the suite's does);
+// to agentnode's Guard proxy, which offers neither, the server does not
+// offer trigger-sampling-request and trigger-elicitation-request (serve
+// warns, and a call of one is a tool error).
 // The toggles and triggers only change or drive the server's own session
 // state; gzip-file-as-resource would fetch a URL, which the package's
 // network level (none) denies in the sandbox.
@@ -133,8 +138,9 @@ var resultDir = regexp.MustCompile(`^server-(.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\
 
 // runConformance runs every active server scenario of the suite against
 // u and returns the results by scenario, read from the checks.json files
-// the suite writes (one directory per scenario: server-NAME-TIMESTAMP).
-func runConformance(t *testing.T, node, suite, u string) map[string]scenarioResult {
+// the suite writes (one directory per scenario: server-NAME-TIMESTAMP),
+// and the tools the tools-list scenario saw.
+func runConformance(t *testing.T, node, suite, u string) (map[string]scenarioResult, []string) {
 	t.Helper()
 	out := t.TempDir()
 	cmd := exec.Command(node, suite, "server", "--url", u, "-o", out)
@@ -149,6 +155,7 @@ func runConformance(t *testing.T, node, suite, u string) map[string]scenarioResu
 		t.Fatalf("no checks.json under %s: %v\n%s", out, err, log)
 	}
 	res := map[string]scenarioResult{}
+	var tools []string
 	for _, f := range dirs {
 		base := filepath.Base(filepath.Dir(f))
 		m := resultDir.FindStringSubmatch(base)
@@ -163,7 +170,10 @@ func runConformance(t *testing.T, node, suite, u string) map[string]scenarioResu
 		if err != nil {
 			t.Fatal(err)
 		}
-		var checks []struct{ ID, Status, ErrorMessage string }
+		var checks []struct {
+			ID, Status, ErrorMessage string
+			Details                  struct{ Tools []string }
+		}
 		if err := json.Unmarshal(data, &checks); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -177,8 +187,12 @@ func runConformance(t *testing.T, node, suite, u string) map[string]scenarioResu
 			}
 		}
 		res[name] = r
+		if name == "tools-list" && len(checks) > 0 {
+			tools = checks[0].Details.Tools
+			sort.Strings(tools)
+		}
 	}
-	return res
+	return res, tools
 }
 
 // freePort returns a loopback TCP port nobody listens on now.
@@ -298,7 +312,7 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 		t.Skip("libcontainer needs root")
 	}
 
-	direct := runConformance(t, node, suite, startEverythingDirect(t, node, everything))
+	direct, directTools := runConformance(t, node, suite, startEverythingDirect(t, node, everything))
 
 	e := newMCPEnv(t)
 	pkg := everythingPackage(t, e.dir)
@@ -308,7 +322,24 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 	e.cli(t, "install", pkg)
 	e.cli(t, "sandbox", "build", "--node")
 	srv := e.serveHTTP(t, "--package", "everything")
-	through := runConformance(t, node, suite, bearerProxy(t, srv.url, e.token(t)))
+	through, throughTools := runConformance(t, node, suite, bearerProxy(t, srv.url, e.token(t)))
+
+	// None of the suite's tool calls names a tool server-everything has:
+	// one real call on the same server shows the tools it listed are the
+	// sandboxed server's, decided and audited. The answer is the tool I/O
+	// result as JSON text (a JSON string here: the server's text was not
+	// JSON), not the server's content as it was.
+	cs := connectHTTP(t, srv.url, e.token(t))
+	r := callTool(t, cs, "echo", map[string]any{"message": "conformance"})
+	_ = cs.Close()
+	if r.IsError || resultText(r) != `"Echo: conformance"` || r.Meta["agentnode/placement"] != "sandbox" || r.Meta["agentnode/decision"] != "allow" {
+		t.Fatalf("echo through agentnode: isError=%v %q meta %v\nstderr: %s", r.IsError, resultText(r), r.Meta, srv.stderr)
+	}
+	id, _ := r.Meta["agentnode/request_id"].(string)
+	if recs := e.auditRecords(t, id); len(recs) != 2 || recs[0]["decision"] != "allow" || recs[0]["tool"] != "echo" ||
+		recs[1]["event"] != "outcome" || recs[1]["placement"] != "sandbox" || recs[1]["backend"] != "libcontainer" {
+		t.Fatalf("audit of %s: %v", id, recs)
+	}
 
 	names := make([]string, 0, len(direct))
 	for n := range direct {
@@ -354,6 +385,16 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 	}
 	if len(directPass) == 0 {
 		t.Fatal("no scenario passed directly")
+	}
+	// --package serves every declared tool under the server's own name.
+	if len(directTools) != 15 || !slices.Equal(directTools, throughTools) {
+		t.Errorf("tools listed directly %v, through agentnode %v", directTools, throughTools)
+	}
+	// From the attacker's side: a request whose Host and Origin are a
+	// rebound name (evil.example.com) is refused by agentnode, whether or
+	// not the server behind it checks (server-everything does not).
+	if !through["dns-rebinding-protection"].passed() {
+		t.Errorf("through agentnode, dns-rebinding-protection: %v", through["dns-rebinding-protection"])
 	}
 	for _, s := range lost {
 		t.Errorf("passes directly, not through agentnode: %s", s)
