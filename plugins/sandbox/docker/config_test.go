@@ -94,7 +94,8 @@ func TestContainerConfig(t *testing.T) {
 	for _, u := range h.Ulimits {
 		ul[u.Name] = [2]int64{u.Soft, u.Hard}
 	}
-	if ul["nofile"] != [2]int64{1024, 1024} || ul["core"] != [2]int64{0, 0} || ul["nproc"][1] == 0 || len(ul) != 3 {
+	if ul["nofile"] != [2]int64{1024, 1024} || ul["core"] != [2]int64{0, 0} || ul["nproc"][1] == 0 ||
+		ul["fsize"] != [2]int64{1 << 30, 1 << 30} || len(ul) != 4 {
 		t.Errorf("ulimits %v", ul)
 	}
 	base, err := profile.Base()

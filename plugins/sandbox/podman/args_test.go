@@ -92,7 +92,7 @@ func TestRunArgsMapsTheProfile(t *testing.T) {
 		"--cpu-period":    {"100000"},
 		"--cpu-quota":     {"50000"},
 		"--shm-size":      {"16m"},
-		"--ulimit":        {"nofile=1024:1024", "nproc=4096:4096", "core=0:0"},
+		"--ulimit":        {"nofile=1024:1024", "nproc=4096:4096", "core=0:0", "fsize=1073741824:1073741824"},
 		"--security-opt": {"no-new-privileges", "seccomp=/run/x/seccomp.json",
 			"mask=/proc/acpi:/proc/asound:/proc/interrupts:/proc/kallsyms:/proc/kcore:/proc/keys:/proc/latency_stats:/proc/sched_debug:/proc/scsi:/proc/sysrq-trigger:/proc/timer_list:/proc/timer_stats:/sys/devices/virtual/powercap:/sys/firmware"},
 		"--tmpfs": {"/tmp:rw,nosuid,nodev,noexec,mode=1777,size=8388608,notmpcopyup,U",
