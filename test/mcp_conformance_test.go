@@ -267,30 +267,11 @@ func bearerProxy(t *testing.T, target, token string) string {
 	return fmt.Sprintf("http://localhost:%d/mcp", l.Addr().(*net.TCPAddr).Port)
 }
 
-// everythingPackage installs server-everything with npm into a new package
-// directory under dir with the manifest, and returns it.
+// everythingPackage installs server-everything (npmPackage) into a new
+// package directory under dir with the manifest, and returns it.
 func everythingPackage(t *testing.T, dir string) string {
 	t.Helper()
-	_, npm := requireNPM(t)
-	pkg := filepath.Join(dir, "everything")
-	if err := os.MkdirAll(pkg, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(pkg, "package.json"), []byte(`{"private": true}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", "--save-exact",
-		"--cache", filepath.Join(dir, "npm-cache"), "@modelcontextprotocol/server-everything@"+serverEverythingVersion)
-	cmd.Dir = pkg
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if os.Getenv("AGENTNODE_REQUIRE_NODE") == "1" {
-			t.Fatalf("npm install: %v\n%s", err, out)
-		}
-		t.Skipf("npm install (the npm registry is needed): %v\n%s", err, out)
-	}
-	if err := os.RemoveAll(filepath.Join(dir, "npm-cache")); err != nil {
-		t.Fatal(err)
-	}
+	pkg := npmPackage(t, dir, "everything", "@modelcontextprotocol/server-everything@"+serverEverythingVersion)
 	if err := os.WriteFile(filepath.Join(pkg, "agentnode.yaml"), []byte(everythingManifest), 0o644); err != nil {
 		t.Fatal(err)
 	}

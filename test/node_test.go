@@ -121,13 +121,14 @@ func requireNPM(t testing.TB) (node, npm string) {
 	return node, npm
 }
 
-// memoryPackage installs server-memory with npm (scripts off, the download
-// cached in a directory of the test's own) into a new package directory
-// under dir with the launcher and the manifest, and returns it.
-func memoryPackage(t testing.TB, dir string) string {
+// npmPackage installs spec (name@version) with npm into a new package
+// directory dir/name: scripts off, the download cached in a directory of
+// the test's own and removed after. A registry that cannot be reached
+// skips the test, or fails it under AGENTNODE_REQUIRE_NODE=1.
+func npmPackage(t testing.TB, dir, name, spec string) string {
 	t.Helper()
 	_, npm := requireNPM(t)
-	pkg := filepath.Join(dir, "memory-mcp")
+	pkg := filepath.Join(dir, name)
 	if err := os.MkdirAll(pkg, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func memoryPackage(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", "--save-exact",
-		"--cache", filepath.Join(dir, "npm-cache"), "@modelcontextprotocol/server-memory@"+serverMemoryVersion)
+		"--cache", filepath.Join(dir, "npm-cache"), spec)
 	cmd.Dir = pkg
 	if out, err := cmd.CombinedOutput(); err != nil {
 		if os.Getenv("AGENTNODE_REQUIRE_NODE") == "1" {
@@ -146,6 +147,14 @@ func memoryPackage(t testing.TB, dir string) string {
 	if err := os.RemoveAll(filepath.Join(dir, "npm-cache")); err != nil {
 		t.Fatal(err)
 	}
+	return pkg
+}
+
+// memoryPackage installs server-memory (npmPackage) into a new package
+// directory under dir with the launcher and the manifest, and returns it.
+func memoryPackage(t testing.TB, dir string) string {
+	t.Helper()
+	pkg := npmPackage(t, dir, "memory-mcp", "@modelcontextprotocol/server-memory@"+serverMemoryVersion)
 	for name, body := range map[string]string{"server.mjs": memoryLauncher, "agentnode.yaml": memoryManifest} {
 		if err := os.WriteFile(filepath.Join(pkg, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
