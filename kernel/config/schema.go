@@ -508,57 +508,5 @@ func Suggest(key string) []string {
 		known = append(known, k.Name)
 	}
 	known = append(known, ks.sections...)
-	return suggest(known, key)
-}
-
-// suggest returns up to three keys of known close to key.
-func suggest(known []string, key string) []string {
-	last := key[strings.LastIndex(key, ".")+1:]
-	type cand struct {
-		key  string
-		dist int
-	}
-	var cs []cand
-	for _, k := range known {
-		d := editdist.Distance(key, k)
-		klast := k[strings.LastIndex(k, ".")+1:]
-		switch {
-		case last != "" && klast == last:
-			d = 0
-		case d <= max(2, len(k)/5):
-		case last != "" && editdist.Distance(last, klast) <= max(1, len(klast)/5):
-			d = max(1, d/2)
-		case last != "" && wordsIn(last, klast):
-			d = max(2, d/2)
-		default:
-			continue
-		}
-		cs = append(cs, cand{k, d})
-	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].dist != cs[j].dist {
-			return cs[i].dist < cs[j].dist
-		}
-		return cs[i].key < cs[j].key
-	})
-	var out []string
-	for _, c := range cs {
-		if c.key == key || len(out) == 3 {
-			continue
-		}
-		out = append(out, c.key)
-	}
-	return out
-}
-
-// wordsIn reports whether every "_"-separated word of a is a word of b
-// (minimum_level → minimum_trust_level).
-func wordsIn(a, b string) bool {
-	bw := strings.Split(b, "_")
-	for _, w := range strings.Split(a, "_") {
-		if !slices.Contains(bw, w) {
-			return false
-		}
-	}
-	return true
+	return editdist.Closest(known, key)
 }

@@ -1,9 +1,16 @@
-// Package editdist is the one edit distance behind the "did you mean"
-// suggestions for a misspelt key of config.json (kernel/config) and field
-// of agentnode.yaml (kernel/manifest). It sits in sdk, below the kernel,
-// because it is a pure string function with no part in any decision: both
-// loaders only name the likely intended key in the errors a run reports.
+// Package editdist is the one edit distance, and the one ranking of close
+// dotted keys, behind the "did you mean" suggestions for a misspelt key of
+// config.json (kernel/config) and field of agentnode.yaml
+// (kernel/manifest). It sits in sdk, below the kernel, because it holds
+// pure string functions with no part in any decision: both loaders only
+// name the likely intended key in the errors a run reports.
 package editdist
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
 
 // Distance is the optimal-string-alignment distance between a and b, in
 // runes: insertions, deletions, substitutions and transpositions of
@@ -31,4 +38,59 @@ func Distance(a, b string) int {
 		}
 	}
 	return d[len(ra)][len(rb)]
+}
+
+// Closest returns up to three keys of known close to key, a dotted key
+// (sandbox.limits.memory_mb): the same last element first, then small
+// edit distances of the whole key or of its last element, then keys whose
+// last element holds every "_"-separated word of key's.
+func Closest(known []string, key string) []string {
+	last := key[strings.LastIndex(key, ".")+1:]
+	type cand struct {
+		key  string
+		dist int
+	}
+	var cs []cand
+	for _, k := range known {
+		d := Distance(key, k)
+		klast := k[strings.LastIndex(k, ".")+1:]
+		switch {
+		case last != "" && klast == last:
+			d = 0
+		case d <= max(2, len(k)/5):
+		case last != "" && Distance(last, klast) <= max(1, len(klast)/5):
+			d = max(1, d/2)
+		case last != "" && wordsIn(last, klast):
+			d = max(2, d/2)
+		default:
+			continue
+		}
+		cs = append(cs, cand{k, d})
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].dist != cs[j].dist {
+			return cs[i].dist < cs[j].dist
+		}
+		return cs[i].key < cs[j].key
+	})
+	var out []string
+	for _, c := range cs {
+		if c.key == key || len(out) == 3 {
+			continue
+		}
+		out = append(out, c.key)
+	}
+	return out
+}
+
+// wordsIn reports whether every "_"-separated word of a is a word of b
+// (minimum_level → minimum_trust_level).
+func wordsIn(a, b string) bool {
+	bw := strings.Split(b, "_")
+	for _, w := range strings.Split(a, "_") {
+		if !slices.Contains(bw, w) {
+			return false
+		}
+	}
+	return true
 }

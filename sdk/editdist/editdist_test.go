@@ -1,6 +1,9 @@
 package editdist
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestDistance(t *testing.T) {
 	for _, c := range []struct {
@@ -22,6 +25,28 @@ func TestDistance(t *testing.T) {
 		}
 		if got := Distance(c.b, c.a); got != c.want {
 			t.Errorf("Distance(%q, %q) = %d, want %d (not symmetric)", c.b, c.a, got, c.want)
+		}
+	}
+}
+
+// TestClosest ranks config-like dotted keys: the same last element first,
+// then a typo of the whole key, then words of the last element; never the
+// key itself, at most three.
+func TestClosest(t *testing.T) {
+	known := []string{"sandbox.limits.memory_mb", "sandbox.backend", "trust.minimum_trust_level", "guard.rate_limits", "sandbox.image", "sandbox.node_image"}
+	for _, c := range []struct {
+		key  string
+		want []string
+	}{
+		{"limits.memory_mb", []string{"sandbox.limits.memory_mb"}},
+		{"sandbox.backnd", []string{"sandbox.backend"}},
+		{"trust.minimum_level", []string{"trust.minimum_trust_level"}},
+		{"sandbox.backend", nil},
+		{"zzz.qqq", nil},
+		{"sandbox.imag", []string{"sandbox.image"}},
+	} {
+		if got := Closest(known, c.key); !slices.Equal(got, c.want) {
+			t.Errorf("Closest(%q) = %q, want %q", c.key, got, c.want)
 		}
 	}
 }
