@@ -144,7 +144,7 @@ func schemaProblems(err error, doc any) []Problem {
 		case *kind.AdditionalProperties:
 			for _, f := range k.Properties {
 				msg := "unknown field"
-				if s := suggest(f, knownFields(e.SchemaURL)); s != "" {
+				if s := editdist.Nearest(f, knownFields(e.SchemaURL)); s != "" {
 					msg += fmt.Sprintf(" (did you mean %s?)", p.key(s))
 				}
 				out = append(out, Problem{Field: string(p.key(f)), Msg: msg})
@@ -236,20 +236,4 @@ func knownFields(schemaURL string) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// suggest returns the known name closest to name if it is close enough to
-// be a typo of it: at most 2 edits away (1 for names of up to 4 bytes).
-func suggest(name string, known []string) string {
-	limit := 2
-	if len(name) <= 4 {
-		limit = 1
-	}
-	best, bestD := "", limit+1
-	for _, k := range known {
-		if d := editdist.Distance(name, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
 }

@@ -1,5 +1,5 @@
-// Package editdist is the one edit distance, and the one ranking of close
-// dotted keys, behind the "did you mean" suggestions for a misspelt key of
+// Package editdist is the one edit distance, and the rankings built on it,
+// behind the "did you mean" suggestions for a misspelt key of
 // config.json (kernel/config) and field of agentnode.yaml
 // (kernel/manifest). It sits in sdk, below the kernel, because it holds
 // pure string functions with no part in any decision: both loaders only
@@ -93,4 +93,20 @@ func wordsIn(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// Nearest returns the known name closest to name if it is close enough to
+// be a typo of it: at most 2 edits away (1 for names of up to 4 bytes).
+func Nearest(name string, known []string) string {
+	limit := 2
+	if len(name) <= 4 {
+		limit = 1
+	}
+	best, bestD := "", limit+1
+	for _, k := range known {
+		if d := Distance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
 }

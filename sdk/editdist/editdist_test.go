@@ -50,3 +50,14 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+// TestNearest: the closest known name within 2 edits (1 for short names),
+// else none.
+func TestNearest(t *testing.T) {
+	known := []string{"entrypoint", "permissions", "tools", "name"}
+	for in, want := range map[string]string{"entrypiont": "entrypoint", "permisions": "permissions", "tool": "tools", "nmae": "name", "nm": "", "capabilities": ""} {
+		if got := Nearest(in, known); got != want {
+			t.Errorf("Nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
