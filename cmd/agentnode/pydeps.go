@@ -186,14 +186,14 @@ func absWheelhouse(dir string) (string, error) {
 	return filepath.Abs(dir)
 }
 
-// pythonInstallerReport is what `sandbox build --python-installer --json`
-// prints.
-type pythonInstallerReport struct {
+// installerReport is what `sandbox build --python-installer --json` and
+// `--node-installer --json` print.
+type installerReport struct {
 	image.Image
-	Contents *pyimage.Contents `json:"contents"`
-	// Config is what happened to sandbox.python_installer_image: "set"
-	// (it was absent), "unchanged" or "kept" (it pins another image;
-	// Hint says how to switch).
+	Contents any `json:"contents"`
+	// Config is what happened to the pinning key: "set" (it was absent),
+	// "unchanged" or "kept" (it pins another image; Hint says how to
+	// switch).
 	Config  string       `json:"config"`
 	Hint    string       `json:"hint,omitempty"`
 	Engines []engineLoad `json:"engines"`
@@ -204,22 +204,37 @@ type pythonInstallerReport struct {
 // Debian packages, loaded into Docker and Podman when they are installed,
 // pinned in sandbox.python_installer_image when that is absent.
 func buildPythonInstaller(cmd *cobra.Command, jsonOut bool, busybox string) error {
+	return buildInstaller(cmd, jsonOut, "sandbox.python_installer_image",
+		"building the Python installer image from this host's Debian packages (this takes a while) …",
+		func(dir string, cfg *config.Config) (*image.Image, any, string, error) {
+			img, contents, err := pyimage.BuildInstaller(dir, pyimage.Options{Base: imagebuild.BuildOptions{BusyboxPath: busybox}})
+			if err != nil {
+				return nil, nil, "", err
+			}
+			return img, contents, fmt.Sprintf("%d Debian packages, %d files, %d bytes", len(contents.Packages), contents.Files, contents.Bytes), nil
+		}, func(cfg *config.Config) string { return cfg.Sandbox.PythonInstallerImage })
+}
+
+// buildInstaller builds an installer image with build (which also says
+// what it holds), loads it into Docker and Podman when they are installed
+// and pins it in key (whose value current gives) when that is absent.
+func buildInstaller(cmd *cobra.Command, jsonOut bool, key, start string,
+	build func(dir string, cfg *config.Config) (*image.Image, any, string, error), current func(*config.Config) string) error {
 	dir, cfgPath, cfg, err := sandboxConfig()
 	if err != nil {
 		return fail(cmd, jsonOut, err)
 	}
 	if !jsonOut {
-		fmt.Fprintln(cmd.ErrOrStderr(), "building the Python installer image from this host's Debian packages (this takes a while) …")
+		fmt.Fprintln(cmd.ErrOrStderr(), start)
 	}
-	img, contents, err := pyimage.BuildInstaller(dir, pyimage.Options{Base: imagebuild.BuildOptions{BusyboxPath: busybox}})
+	img, contents, summary, err := build(dir, cfg)
 	if err != nil {
 		return fail(cmd, jsonOut, err)
 	}
 	engines := newImageEngines(dir)
 	defer engines.close()
-	rep := pythonInstallerReport{Image: *img, Contents: contents, Engines: engines.load(cmd.Context(), img, nil)}
-	const key = "sandbox.python_installer_image"
-	switch cfg.Sandbox.PythonInstallerImage {
+	rep := installerReport{Image: *img, Contents: contents, Engines: engines.load(cmd.Context(), img, nil)}
+	switch current(cfg) {
 	case img.Ref:
 		rep.Config = "unchanged"
 	case "":
@@ -236,7 +251,7 @@ func buildPythonInstaller(cmd *cobra.Command, jsonOut bool, busybox string) erro
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "image:     %s\n", img.Ref)
-	fmt.Fprintf(w, "packages:  %d Debian packages, %d files, %d bytes\n", len(contents.Packages), contents.Files, contents.Bytes)
+	fmt.Fprintf(w, "packages:  %s\n", summary)
 	fmt.Fprintf(w, "rootfs:    %s\n", img.Rootfs)
 	for _, l := range rep.Engines {
 		if l.Loaded {
@@ -251,7 +266,7 @@ func buildPythonInstaller(cmd *cobra.Command, jsonOut bool, busybox string) erro
 	case "unchanged":
 		fmt.Fprintf(w, "%s already pins this image\n", key)
 	default:
-		fmt.Fprintf(w, "%s pins %s; to use the new image:\n  %s\n", key, cfg.Sandbox.PythonInstallerImage, rep.Hint)
+		fmt.Fprintf(w, "%s pins %s; to use the new image:\n  %s\n", key, current(cfg), rep.Hint)
 	}
 	return nil
 }

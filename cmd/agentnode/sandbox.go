@@ -98,7 +98,7 @@ type nodeBuildReport struct {
 }
 
 func newSandboxBuildCmd() *cobra.Command {
-	var jsonOut, withPython, withNode, pyInstaller bool
+	var jsonOut, withPython, withNode, pyInstaller, nodeInstaller bool
 	var busybox string
 	cmd := &cobra.Command{
 		Use:   "build",
@@ -130,11 +130,20 @@ installed nodejs), each checked against apt's index and its files against
 the package's md5sums, unpacked without running any package script (the
 same .deb files give the same digest; specs/image.md). The files are kept
 in AGENTNODE_HOME/images/debs. sandbox.node_image is set to it when unset,
-else left alone with the command to switch printed.`,
+else left alone with the command to switch printed.
+
+--node-installer builds only the Node installer image
+agentnode/node-installer, in which install runs npm ci for mcp_server
+packages with install.manager npm: the Node image's packages plus Debian's
+npm and its dependencies, downloaded and checked the same way.
+sandbox.node_installer_image is set to it when unset.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pyInstaller {
 				return buildPythonInstaller(cmd, jsonOut, busybox) // pydeps.go
+			}
+			if nodeInstaller {
+				return buildNodeInstaller(cmd, jsonOut, busybox) // npmdeps.go
 			}
 			dir, cfgPath, cfg, err := sandboxConfig()
 			if err != nil {
@@ -215,6 +224,8 @@ else left alone with the command to switch printed.`,
 	cmd.Flags().BoolVar(&withNode, "node", false, "also build the Node runtime image (Debian's nodejs, downloaded by apt) and pin sandbox.node_image")
 	cmd.Flags().BoolVar(&pyInstaller, "python-installer", false,
 		"build the Python installer image (Debian's Python and pip) that install uses for dependencies; pins sandbox.python_installer_image when unset")
+	cmd.Flags().BoolVar(&nodeInstaller, "node-installer", false,
+		"build the Node installer image (Debian's nodejs and npm) that install uses for npm dependencies; pins sandbox.node_installer_image when unset")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
 }

@@ -130,9 +130,10 @@ type Sandbox struct {
 	// `[node, /pack/FILE]` MCP servers in the sandbox (pinned by
 	// `agentnode sandbox build --node`); optional: empty refuses them.
 	NodeImage string `json:"node_image,omitempty"`
-	// PythonInstallerImage pins the image `agentnode install` resolves
-	// Python dependencies in (cmd/agentnode/pydeps); "" when none was built.
+	// PythonInstallerImage and NodeInstallerImage pin the images `agentnode install`
+	// resolves Python (cmd/agentnode/pydeps) and npm (npmdeps) dependencies in; "" when none.
 	PythonInstallerImage string `json:"python_installer_image,omitempty"`
+	NodeInstallerImage   string `json:"node_installer_image,omitempty"`
 	Limits               Limits `json:"limits"`
 }
 

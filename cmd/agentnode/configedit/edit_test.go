@@ -94,7 +94,7 @@ func TestMissingConfigIsNotSetUp(t *testing.T) {
 // optionalKeys are the leaf keys without a default: absent means unset
 // (no limit), and setup never writes them.
 var optionalKeys = []string{"guard.max_permissions.code_execution", "guard.max_permissions.filesystem", "guard.max_permissions.network",
-	"sandbox.python_image", "sandbox.python_installer_image", "sandbox.node_image"}
+	"sandbox.python_image", "sandbox.python_installer_image", "sandbox.node_image", "sandbox.node_installer_image"}
 
 func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 	d := config.Defaults()

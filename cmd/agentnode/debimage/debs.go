@@ -221,7 +221,45 @@ func (r *resolver) firstOffered(rel string) (string, error) {
 			return name, nil
 		}
 	}
-	return "", fmt.Errorf("%w: Debian's archive offers no package named in %q (virtual packages are not resolved)", ErrArchive, rel)
+	// No alternative is a real package Debian offers: the first virtual
+	// one with exactly one provider Debian offers (npm's node-cli-table3,
+	// provided by node-cli-table) is that provider.
+	for _, a := range strings.Split(rel, "|") {
+		out, err := aptCache(r.ctx, "showpkg", relationName(strings.TrimSpace(a)))
+		if err != nil {
+			return "", err
+		}
+		var offered []string
+		for _, p := range providers(out) {
+			v, err := r.version(p)
+			if err != nil {
+				return "", err
+			}
+			if v != "" && !slices.Contains(offered, p) {
+				offered = append(offered, p)
+			}
+		}
+		if len(offered) == 1 {
+			return offered[0], nil
+		}
+	}
+	return "", fmt.Errorf("%w: Debian's archive offers no package named in %q, nor a single provider of it", ErrArchive, rel)
+}
+
+// providers are the package names of the "Reverse Provides:" section of
+// `apt-cache showpkg NAME` output ("PKG VERSION (= V)" lines).
+func providers(out string) []string {
+	_, section, ok := strings.Cut(out, "Reverse Provides:")
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, line := range strings.Split(section, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			names = append(names, f[0])
+		}
+	}
+	return names
 }
 
 // aptShow is the fields of name=version in apt's lists.

@@ -196,3 +196,54 @@ func inRootfs(t *testing.T, rootfs, pack, stdin string, argv ...string) (string,
 	}
 	return out.String(), errb.String()
 }
+
+// TestNodeInstallerImage builds the Node installer image twice, into two
+// homes, from the same downloaded .deb files, and requires the same
+// digests, Debian's npm among its packages, and `npm --version` to print
+// that package's upstream version when run in the unpacked rootfs as uid
+// 1000 (HOME a private directory, nothing of the host visible).
+func TestNodeInstallerImage(t *testing.T) {
+	needArchive(t)
+	base := baseOptions(t)
+	cache := t.TempDir()
+	home := t.TempDir()
+	start := time.Now()
+	a, contents, err := BuildInstaller(context.Background(), home, Options{Base: base, DebCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	b, _, err := BuildInstaller(context.Background(), t.TempDir(), Options{Base: base, DebCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ManifestDigest != b.ManifestDigest || a.ConfigDigest != b.ConfigDigest {
+		t.Fatalf("two builds from the same .deb files differ: %s/%s, %s/%s", a.ManifestDigest, a.ConfigDigest, b.ManifestDigest, b.ConfigDigest)
+	}
+	if !strings.HasPrefix(strings.TrimPrefix(a.Name, "docker.io/"), InstallerName) {
+		t.Fatalf("image name %q", a.Name)
+	}
+	if _, err := image.Resolve(home, a.Ref); err != nil {
+		t.Fatalf("Resolve(%s): %v", a.Ref, err)
+	}
+	var npm debimage.Deb
+	for _, d := range contents.Debs {
+		if d.Name == "npm" {
+			npm = d
+		}
+	}
+	if npm.Version == "" {
+		t.Fatalf("no npm among the %d packages", len(contents.Debs))
+	}
+	t.Logf("%s\nbuild %v; %d packages, %d entries, %d regular files, %d bytes; npm %s",
+		a.Ref, took.Round(time.Millisecond), len(contents.Debs), contents.Entries, contents.Files, contents.Bytes, npm.Version)
+	if os.Geteuid() != 0 {
+		t.Skip("running inside the rootfs (chroot, mount namespace) needs root")
+	}
+	upstream, _, _ := strings.Cut(npm.Version, "+")
+	upstream, _, _ = strings.Cut(upstream, "-")
+	out, stderr := inRootfs(t, a.Rootfs, t.TempDir(), "", "/usr/bin/env", "HOME=/tmp", "PATH=/bin:/usr/bin", NPM, "--version")
+	if strings.TrimSpace(out) != upstream {
+		t.Fatalf("npm --version: %q, want %q (Debian's %s)\nstderr %s", out, upstream, npm.Version, stderr)
+	}
+}

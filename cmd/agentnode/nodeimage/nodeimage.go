@@ -36,6 +36,25 @@ const Interpreter = "/usr/bin/node"
 // JavaScript modules Debian builds it against).
 var DefaultRoots = []string{"nodejs"}
 
+// InstallerName is the repository name of the Node installer image, the
+// image `agentnode install` runs `npm ci` in (cmd/agentnode/npmdeps).
+const InstallerName = "agentnode/node-installer"
+
+// InstallerRoots are the installer image's packages: the runtime image's
+// and Debian's npm, with everything they depend on.
+var InstallerRoots = []string{"nodejs", "npm"}
+
+// NPM is the installer image's npm (Debian's, a script run by node).
+const NPM = "/usr/bin/npm"
+
+// BuildInstaller builds the Node installer image: Build with
+// InstallerRoots under InstallerName (opts.Roots and opts.Name are
+// ignored). The same .deb files give the same digests.
+func BuildInstaller(ctx context.Context, homeDir string, opts Options) (*image.Image, *Contents, error) {
+	opts.Roots, opts.Name = InstallerRoots, InstallerName
+	return Build(ctx, homeDir, opts)
+}
+
 // Options are the inputs of Build.
 type Options struct {
 	// Base names the busybox and egress forwarder of the default image's
