@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/npmdeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
@@ -53,6 +55,7 @@ func newInstallCmd() *cobra.Command {
 		wheelhouse   string
 		indexURL     string
 		indexCert    string
+		npmCache     string
 	)
 	cmd := &cobra.Command{
 		Use:   "install PATH|ARCHIVE",
@@ -69,7 +72,12 @@ func newInstallCmd() *cobra.Command {
 			"the package index --index-url names (https, port 443), reached only through the sealed egress proxy\n" +
 			"with that host alone allowlisted, each connection audited; the index's certificate is verified\n" +
 			"against the installer image's CA bundle (Debian's ca-certificates) or only against the certificates\n" +
-			"--index-cert names. A requirement no wheel there satisfies refuses the install (specs/python.md).",
+			"--index-cert names. A requirement no wheel there satisfies refuses the install (specs/python.md).\n\n" +
+			"An mcp_server package pinned to an npm package (mcp_server.install.manager npm) that ships a\n" +
+			"package.json and package-lock.json but no node_modules gets its locked tree installed into its .deps\n" +
+			"by `npm ci --ignore-scripts` inside the sandbox, offline from the npm cache --npm-cache names; a\n" +
+			"missing lock, an entry without integrity, a root not depending on the pinned version, or a package\n" +
+			"needing an install script refuses the install (specs/mcp.md).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := requireSetUp()
@@ -94,6 +102,11 @@ func newInstallCmd() *cobra.Command {
 				return fail(cmd, jsonOut, usageError("--wheelhouse: %w", err))
 			}
 			depsSrc := depsSource{wheelhouse: wh}
+			if npmCache != "" {
+				if depsSrc.npmCache, err = filepath.Abs(npmCache); err != nil {
+					return fail(cmd, jsonOut, usageError("--npm-cache: %w", err))
+				}
+			}
 			switch {
 			case wheelhouse != "" && indexURL != "":
 				return fail(cmd, jsonOut, usageError("--wheelhouse and --index-url exclude each other: give one source of dependencies"))
@@ -150,6 +163,7 @@ func newInstallCmd() *cobra.Command {
 	cmd.Flags().StringVar(&wheelhouse, "wheelhouse", "", "`DIR` of wheels (*.whl) to install a Python package's pyproject.toml dependencies from, inside the sandbox")
 	cmd.Flags().StringVar(&indexURL, "index-url", "", "package index `URL` (https, PEP 503) to install the dependencies from instead, through the sealed egress proxy allowing its host only")
 	cmd.Flags().StringVar(&indexCert, "index-cert", "", "PEM `FILE` of the only certificates trusted for --index-url's TLS (default: the installer image's CA bundle)")
+	cmd.Flags().StringVar(&npmCache, "npm-cache", "", "npm cache `DIR` to install an npm MCP server's locked tree from, offline, inside the sandbox")
 	cmd.Flags().StringVar(&pin, "sha256", "", "pin: the archive file's SHA-256 `HEX` (for a directory, its content hash); refused before unpacking on a mismatch")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
@@ -164,7 +178,7 @@ func badPackage(err error) bool {
 	return errors.As(err, &me) || errors.Is(err, pkginstall.ErrBadArchive) || errors.Is(err, pkginstall.ErrTooLarge) ||
 		errors.Is(err, pkginstall.ErrPinMismatch) || errors.Is(err, pkginstall.ErrBadPin) ||
 		errors.Is(err, store.ErrLinkEscape) || errors.Is(err, store.ErrSpecialFile) ||
-		errors.Is(err, pydeps.ErrDependencies)
+		errors.Is(err, pydeps.ErrDependencies) || errors.Is(err, npmdeps.ErrLock)
 }
 
 // requireSetUp returns AGENTNODE_HOME once agentnode is set up: installing

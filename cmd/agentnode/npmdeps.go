@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
 	"github.com/agentnode/agentnode/cmd/agentnode/nodeimage"
+	"github.com/agentnode/agentnode/cmd/agentnode/npmdeps"
 	"github.com/agentnode/agentnode/kernel/config"
+	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/kernel/reason"
 )
 
 // buildNodeInstaller is `agentnode sandbox build --node-installer`: the
@@ -25,4 +32,34 @@ func buildNodeInstaller(cmd *cobra.Command, jsonOut bool, busybox string) error 
 			}
 			return img, contents, fmt.Sprintf("%d Debian packages, %d files, %d bytes", len(contents.Packages), contents.Files, contents.Bytes), nil
 		}, func(cfg *config.Config) string { return cfg.Sandbox.NodeInstallerImage })
+}
+
+// installNPM installs the locked npm tree of an mcp_server package
+// (npmdeps.Needed) from the npm cache directory cache, offline, with npm
+// ci in the configured sandbox backend on sandbox.node_installer_image
+// (cmd/agentnode/npmdeps).
+func installNPM(ctx context.Context, dir, cache, content string, m *manifest.Manifest, host **pluginhost.Host) ([]string, error) {
+	if _, err := npmdeps.Check(content, m.MCP.Install); err != nil {
+		return nil, err
+	}
+	if cache == "" {
+		return nil, fmt.Errorf("%w: %s has no node_modules and a %s: give the npm cache its packages are installed from with --npm-cache DIR",
+			npmdeps.ErrLock, m.PackageID, npmdeps.LockFile)
+	}
+	cfg, err := config.Load(home.ConfigPath(dir))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sandbox.NodeInstallerImage == "" {
+		return nil, reason.New(reason.ImageUnpinned,
+			"%s installs its npm tree at install, and sandbox.node_installer_image is not set: build the installer image with `agentnode sandbox build --node-installer`",
+			m.PackageID)
+	}
+	box, err := installSandbox(ctx, dir, cfg, cfg.Sandbox.NodeInstallerImage, host) // pydeps.go
+	if err != nil {
+		return nil, err
+	}
+	in := &npmdeps.Installer{Sandbox: box.client, Backend: box.backend, Image: box.img, Cache: cache,
+		Limits: box.limits, Timeout: box.timeout, RunID: fmt.Sprintf("an-npm-%d", time.Now().UnixNano())}
+	return in.Install(ctx, content, m)
 }

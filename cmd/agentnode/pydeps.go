@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/configedit"
 	"github.com/agentnode/agentnode/cmd/agentnode/imagebuild"
+	"github.com/agentnode/agentnode/cmd/agentnode/npmdeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pyimage"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
@@ -34,6 +35,7 @@ import (
 type depsSource struct {
 	wheelhouse string
 	index      *pydeps.Index // URL, Host, CertPEM; the socket is set per install
+	npmCache   string        // --npm-cache: an npm cache directory (npmdeps)
 }
 
 // depsInstaller is the store's InstallOptions.Deps for `agentnode install`:
@@ -55,6 +57,9 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 		}
 	}
 	return func(content string, m *manifest.Manifest) ([]string, error) {
+		if npmdeps.Needed(content, m) {
+			return installNPM(ctx, dir, src.npmCache, content, m, &host) // npmdeps.go
+		}
 		reqs, err := pydeps.Requirements(content, m)
 		if err != nil || len(reqs) == 0 {
 			return nil, err
@@ -67,33 +72,16 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 		if err != nil {
 			return nil, err
 		}
-		ref := cfg.Sandbox.PythonInstallerImage
-		if ref == "" {
+		if cfg.Sandbox.PythonInstallerImage == "" {
 			return nil, reason.New(reason.ImageUnpinned,
 				"%s declares dependencies, and sandbox.python_installer_image is not set: build the installer image with `agentnode sandbox build --python-installer`",
 				pydeps.PyprojectFile)
 		}
-		img, err := image.Resolve(dir, ref)
+		box, err := installSandbox(ctx, dir, cfg, cfg.Sandbox.PythonInstallerImage, &host)
 		if err != nil {
 			return nil, err
 		}
-		limits, timeout, err := installLimits(cfg)
-		if err != nil {
-			return nil, err
-		}
-		host = pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
-		backend := cfg.Sandbox.Backend
-		client, err := host.Sandbox(ctx, backend)
-		if err != nil {
-			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
-		}
-		av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
-		if err != nil {
-			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
-		}
-		if !av.Available {
-			return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)", backend, av.Reason, av.Detail)
-		}
+		client, backend, img, limits, timeout := box.client, box.backend, box.img, box.limits, box.timeout
 		in := &pydeps.Installer{
 			Sandbox: client, Backend: backend, Image: img, Wheelhouse: src.wheelhouse,
 			Limits: limits, Timeout: timeout,
@@ -104,6 +92,46 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 		}
 		return installFromIndex(ctx, dir, cfg, host, in, *src.index, m, content, reqs)
 	}, cleanup
+}
+
+// installBox is a sandbox backend ready to run an install on an
+// installer image.
+type installBox struct {
+	client  *sandbox.Client
+	backend string
+	img     *image.Image
+	limits  sandbox.Limits
+	timeout time.Duration
+}
+
+// installSandbox resolves and verifies the installer image ref, starts the
+// configured sandbox backend's plugin (kept in *host for the caller to
+// close) and checks that it can run the image.
+func installSandbox(ctx context.Context, dir string, cfg *config.Config, ref string, host **pluginhost.Host) (*installBox, error) {
+	img, err := image.Resolve(dir, ref)
+	if err != nil {
+		return nil, err
+	}
+	limits, timeout, err := installLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if *host == nil {
+		*host = pluginhost.New(pluginhost.Options{HomeDir: dir, LogOutput: termsafe.NewWriter(os.Stderr)})
+	}
+	backend := cfg.Sandbox.Backend
+	client, err := (*host).Sandbox(ctx, backend)
+	if err != nil {
+		return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
+	}
+	av, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
+	if err != nil {
+		return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s: %w", backend, err)
+	}
+	if !av.Available {
+		return nil, reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)", backend, av.Reason, av.Detail)
+	}
+	return &installBox{client: client, backend: backend, img: img, limits: limits, timeout: timeout}, nil
 }
 
 // installFromIndex runs in.Install from idx with a sealed egress proxy

@@ -1,0 +1,360 @@
+// Package npmdeps installs an npm MCP server's dependency tree at
+// `agentnode install`, never at run time: an mcp_server package whose
+// mcp_server.install names an exact npm package version and which ships a
+// package.json and a package-lock.json but no node_modules gets its tree
+// installed by `npm ci --ignore-scripts` inside a sandbox (the configured
+// backend's Run, the Node installer image built by cmd/agentnode/nodeimage),
+// offline from an npm cache directory the user names, mounted read-only at
+// /pack. The lockfile is checked on the host first (Check): lockfileVersion
+// 2 or 3, its root depending on exactly the manifest's package@version,
+// every package with an integrity hash, none needing an install script.
+// The tree comes back as a tar on the sandbox's stdout and is unpacked with
+// cmd/agentnode/tarsafe, under caps, into the staging copy of the package
+// at store.DepsDir/node_modules, which the store hashes apart
+// (store.Package.DepsHash), seals in the lockfile and verifies before every
+// run. It sits beside cmd/agentnode/pydeps, which does the same for Python
+// toolpacks with pip. specs/mcp.md describes it.
+package npmdeps
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentnode/agentnode/cmd/agentnode/nodeimage"
+	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
+	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
+	"github.com/agentnode/agentnode/kernel/bounded"
+	"github.com/agentnode/agentnode/kernel/image"
+	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/python"
+	"github.com/agentnode/agentnode/sdk/sandbox"
+)
+
+// ErrLock is wrapped by every refusal of the package's npm files: no
+// package-lock.json, one npm ci cannot install exactly (an old
+// lockfileVersion, a root that does not depend on the manifest's pinned
+// package, an entry without an integrity hash or from a git, file or link
+// source) or one that needs an install script. Those errors carry
+// mcp_unpinned; `agentnode install` exits 2 for them.
+var ErrLock = errors.New("the npm dependencies cannot be installed")
+
+// Files at the top of the package.
+const (
+	PackageJSON = "package.json"
+	LockFile    = "package-lock.json"
+	ModulesDir  = "node_modules"
+)
+
+// MaxLockBytes bounds package.json and package-lock.json.
+const MaxLockBytes = 16 << 20
+
+// Needed reports whether the package in dir gets its npm tree installed:
+// an mcp_server whose mcp_server.install.manager is npm, with a
+// package.json or a package-lock.json at its top and no node_modules
+// there (a node_modules shipped in the package is the preinstalled case:
+// nothing is installed).
+func Needed(dir string, m *manifest.Manifest) bool {
+	if m == nil || m.PackageType != manifest.TypeMCPServer || m.MCP == nil || m.MCP.Install == nil || m.MCP.Install.Manager != "npm" {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ModulesDir)); err == nil {
+		return false
+	}
+	for _, f := range []string{PackageJSON, LockFile} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// lockEntry is what is read of one entry of package-lock.json's packages.
+type lockEntry struct {
+	Version          string            `json:"version"`
+	Resolved         string            `json:"resolved"`
+	Integrity        string            `json:"integrity"`
+	Link             bool              `json:"link"`
+	InBundle         bool              `json:"inBundle"`
+	HasInstallScript bool              `json:"hasInstallScript"`
+	Dependencies     map[string]string `json:"dependencies"`
+}
+
+type lockDoc struct {
+	LockfileVersion int                  `json:"lockfileVersion"`
+	Packages        map[string]lockEntry `json:"packages"`
+}
+
+// integrityRE is an SRI hash npm accepts for a registry tarball (sha512,
+// or sha1 for old packages).
+var integrityRE = regexp.MustCompile(`^(sha512-[A-Za-z0-9+/]{86}==|sha1-[A-Za-z0-9+/]{27}=)( .*)?$`)
+
+// Check reads package.json and package-lock.json at the top of dir and
+// refuses (ErrLock, mcp_unpinned) what npm ci could not install exactly
+// as locked, or only by running package code. It returns the installed
+// packages as "name@version", sorted.
+func Check(dir string, in *manifest.MCPInstall) ([]string, error) {
+	refuse := func(format string, args ...any) error {
+		return reason.New(reason.MCPUnpinned, "%w: "+format, append([]any{ErrLock}, args...)...)
+	}
+	if _, err := bounded.ReadFile(filepath.Join(dir, PackageJSON), MaxLockBytes); err != nil {
+		return nil, refuse("%s: %w (npm ci installs from a package.json and its package-lock.json)", PackageJSON, err)
+	}
+	data, err := bounded.ReadFile(filepath.Join(dir, LockFile), MaxLockBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refuse("the package has a %s and no node_modules but no %s: an unlocked tree is not installed; lock it with `npm install --package-lock-only --ignore-scripts` and ship the lockfile",
+			PackageJSON, LockFile)
+	}
+	if err != nil {
+		return nil, refuse("%s: %w", LockFile, err)
+	}
+	var doc lockDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, refuse("%s: %w", LockFile, err)
+	}
+	if doc.LockfileVersion != 2 && doc.LockfileVersion != 3 {
+		return nil, refuse("%s: lockfileVersion %d: only 2 and 3 list every package with its integrity (npm 7 or later writes them)", LockFile, doc.LockfileVersion)
+	}
+	root, ok := doc.Packages[""]
+	if !ok {
+		return nil, refuse("%s: no root entry (packages[\"\"])", LockFile)
+	}
+	if got := root.Dependencies[in.Package]; got != in.Version {
+		return nil, refuse("%s: the root depends on %s@%q, the manifest's mcp_server.install pins %s@%s: the lock must depend on exactly that version",
+			LockFile, in.Package, got, in.Package, in.Version)
+	}
+	if top := doc.Packages[ModulesDir+"/"+in.Package]; top.Version != in.Version {
+		return nil, refuse("%s: %s/%s is version %q, the manifest pins %s", LockFile, ModulesDir, in.Package, top.Version, in.Version)
+	}
+	var installed []string
+	for key, e := range doc.Packages {
+		if key == "" {
+			continue
+		}
+		name := key[strings.LastIndex(key, ModulesDir+"/")+len(ModulesDir)+1:]
+		switch {
+		case !strings.HasPrefix(key, ModulesDir+"/") || strings.Contains(key, ".."):
+			return nil, refuse("%s: entry %q is not in node_modules (a workspace or local package)", LockFile, key)
+		case e.Link:
+			return nil, refuse("%s: %s is a link to a local directory, not a registry package", LockFile, key)
+		case e.HasInstallScript:
+			return nil, refuse("%s: %s@%s needs an install script (hasInstallScript): agentnode installs with scripts disabled and does not run package code at install; this server cannot be installed",
+				LockFile, name, e.Version)
+		case e.InBundle:
+			// Inside its parent's tarball, which the parent's integrity covers.
+		case e.Integrity == "":
+			return nil, refuse("%s: %s@%s has no integrity hash: every package must be locked to its content", LockFile, name, e.Version)
+		case !integrityRE.MatchString(e.Integrity):
+			return nil, refuse("%s: %s@%s: integrity %q is not a sha512 (or sha1) hash", LockFile, name, e.Version, e.Integrity)
+		case e.Resolved != "" && !strings.HasPrefix(e.Resolved, "https://"):
+			return nil, refuse("%s: %s@%s is resolved from %q, not from a registry over https (git, file and link sources are not installed)",
+				LockFile, name, e.Version, e.Resolved)
+		}
+		installed = append(installed, name+"@"+e.Version)
+	}
+	sort.Strings(installed)
+	return installed, nil
+}
+
+// Installer installs a package's locked npm tree in a sandbox.
+type Installer struct {
+	Sandbox pydeps.Runner
+	Backend string       // the backend's name, for messages
+	Image   *image.Image // the Node installer image, resolved
+	// Cache is the host's npm cache directory (npm's _cacache layout),
+	// mounted read-only at /pack and copied to the container's /tmp for
+	// npm, which writes to its cache; readable by the sandbox user.
+	Cache   string
+	Limits  sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
+	Timeout time.Duration
+	Caps    pydeps.Caps // zero: pydeps.DefaultCaps
+	RunID   string      // the container's name ("" gives one from the time)
+}
+
+// workDir is where npm ci runs inside the container.
+const workDir = "/tmp/agentnode-npm"
+
+// NPMArgs are npm ci's options: the lock exactly, no lifecycle scripts,
+// offline from the copied cache, no audit, funding or update check, no
+// user or global configuration.
+var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--no-fund", "--no-update-notifier",
+	"--cache", "/tmp/npm-cache", "--userconfig", "/dev/null", "--globalconfig", "/dev/null", "--loglevel", "warn"}
+
+// script unpacks package.json and package-lock.json from stdin, copies
+// the cache, runs npm ci (its output to stderr) and streams node_modules
+// as a tar on stdout.
+func script() string {
+	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\ntar -xf -\n" +
+		"cp -R /pack /tmp/npm-cache\n" +
+		"HOME=/tmp/home " + nodeimage.NPM + " " + strings.Join(NPMArgs, " ") + " 1>&2\n" +
+		"cd " + ModulesDir + "\nexec tar -cf - .\n"
+}
+
+// Install checks the package's lock (Check), runs npm ci in the sandbox
+// and unpacks node_modules into <content>/store.DepsDir/node_modules. It
+// returns the installed packages ("name@version"). A sandbox that cannot
+// run or prove its cleanup is sandbox_unavailable, a run past Timeout
+// timeout, one the kernel killed for memory killed_memory.
+func (in *Installer) Install(ctx context.Context, content string, m *manifest.Manifest) ([]string, error) {
+	installed, err := Check(content, m.MCP.Install)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(content, python.DepsDir)); err == nil {
+		return nil, fmt.Errorf("%w: the package has a %s of its own: agentnode installs the npm tree there", ErrLock, python.DepsDir)
+	}
+	if err := checkCache(in.Cache); err != nil {
+		return nil, err
+	}
+	stdin, err := lockTar(content)
+	if err != nil {
+		return nil, err
+	}
+	modules := filepath.Join(content, python.DepsDir, ModulesDir)
+	if err := os.MkdirAll(modules, 0o700); err != nil {
+		return nil, err
+	}
+	caps := in.Caps
+	if caps == (pydeps.Caps{}) {
+		caps = pydeps.DefaultCaps
+	}
+	limits := in.Limits
+	limits.TmpBytes = max(limits.TmpBytes, pydeps.MinTmpBytes)
+	limits.MemoryBytes = max(limits.MemoryBytes, limits.TmpBytes+pydeps.MinMemoryBytes)
+	runID := in.RunID
+	if runID == "" {
+		runID = fmt.Sprintf("an-npm-%d", time.Now().UnixNano())
+	}
+	pr, pw := io.Pipe()
+	extracted := make(chan error, 1)
+	go func() {
+		err := tarsafe.Extract(modules, pr, tarsafe.Options{
+			Tree: "the npm tree", MaxEntries: caps.Entries, MaxFileBytes: caps.FileBytes, MaxTotalBytes: caps.TotalBytes,
+			Sync: true, RefuseTrailingData: true,
+		})
+		if err != nil {
+			pr.CloseWithError(err)
+		} else {
+			pr.Close()
+		}
+		extracted <- err
+	}()
+	var stderr bytes.Buffer
+	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
+		Spec: sandbox.Spec{
+			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: in.Cache,
+			Args:   []string{"/bin/sh", "-c", script()},
+			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8", "PATH=/bin:/usr/bin"},
+			Limits: limits, Timeout: in.Timeout, Network: false,
+		},
+		Stdin: stdin, Stdout: pw, Stderr: &limitedWriter{w: &stderr, n: 64 << 10},
+	})
+	pw.Close()
+	extractErr := <-extracted
+	switch {
+	case resp == nil:
+		if runErr == nil {
+			runErr = errors.New("no result")
+		}
+		return nil, reason.New(reason.SandboxUnavailable, "installing the npm tree in sandbox backend %s: %w", in.Backend, runErr)
+	case !resp.CleanupVerified:
+		return nil, reason.New(reason.SandboxUnavailable,
+			"sandbox backend %s could not prove the container that installed the npm tree was removed", in.Backend)
+	case resp.TimedOut:
+		return nil, reason.New(reason.Timeout, "installing the npm tree timed out after %s (sandbox.limits.timeout_seconds)", in.Timeout)
+	case resp.OOMKilled && resp.ExitCode != 0:
+		return nil, reason.New(reason.KilledMemory, "installing the npm tree was killed by the kernel for using more than %d MiB", limits.MemoryBytes>>20)
+	case runErr != nil:
+		return nil, reason.New(reason.SandboxUnavailable, "installing the npm tree in sandbox backend %s: %w", in.Backend, runErr)
+	case resp.ExitCode != 0:
+		return nil, fmt.Errorf("%w: npm ci failed (exit %d) in the sandbox: %s; nothing was installed",
+			ErrLock, resp.ExitCode, npmErrors(stderr.String()))
+	case extractErr != nil:
+		return nil, fmt.Errorf("%w: the installed files were refused: %w; nothing was installed", ErrLock, extractErr)
+	}
+	if _, err := os.Lstat(filepath.Join(modules, filepath.FromSlash(m.MCP.Install.Package), PackageJSON)); err != nil {
+		return nil, fmt.Errorf("%w: npm ci did not install %s: %w", ErrLock, m.MCP.Install.Package, err)
+	}
+	return installed, nil
+}
+
+// checkCache requires the npm cache directory.
+func checkCache(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: no npm cache: give one with --npm-cache DIR", ErrLock)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w: npm cache: %w", ErrLock, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: npm cache %s is not a directory", ErrLock, dir)
+	}
+	return nil
+}
+
+// lockTar is a tar of package.json and package-lock.json, the sandbox's
+// stdin.
+func lockTar(dir string) (io.Reader, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range []string{PackageJSON, LockFile} {
+		data, err := bounded.ReadFile(filepath.Join(dir, name), MaxLockBytes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return &buf, nil
+}
+
+// npmErrors are npm's "npm ERR!"/"npm error" lines, else the last lines.
+func npmErrors(stderr string) string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "npm ERR!") || strings.HasPrefix(l, "npm error") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+		if len(lines) == 12 {
+			break
+		}
+	}
+	if len(lines) == 0 {
+		all := strings.Split(strings.TrimSpace(stderr), "\n")
+		lines = all[max(0, len(all)-5):]
+	}
+	return strings.Join(lines, "; ")
+}
+
+// limitedWriter keeps the first n bytes written.
+type limitedWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
