@@ -1,0 +1,254 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The same server-memory as node_test.go, shipped locked (package.json and
+// package-lock.json, no node_modules) and installed at `agentnode install`
+// by npm ci inside the sandbox, offline from an npm cache.
+
+// lockedLauncher starts the server from the tree agentnode installs into
+// the package's .deps.
+const lockedLauncher = `process.env.MEMORY_FILE_PATH = process.cwd() + "/memory.jsonl";
+await import("./.deps/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+`
+
+// lockedMemoryPackage locks server-memory with the host's npm (scripts
+// off) in a scratch directory whose npm cache, cache, it fills, and copies
+// package.json and package-lock.json (not node_modules) into a new package
+// directory with the launcher and the manifest; it returns the package.
+func lockedMemoryPackage(t testing.TB, dir, cache string) string {
+	t.Helper()
+	_, npm := requireNPM(t)
+	scratch := filepath.Join(dir, "npm-scratch")
+	pkg := filepath.Join(dir, "memory-mcp-locked")
+	for _, d := range []string{scratch, pkg} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "package.json"), []byte(`{"private": true}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", "--save-exact",
+		"--cache", cache, "@modelcontextprotocol/server-memory@"+serverMemoryVersion)
+	cmd.Dir = scratch
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if os.Getenv("AGENTNODE_REQUIRE_NODE") == "1" {
+			t.Fatalf("npm install: %v\n%s", err, out)
+		}
+		t.Skipf("npm install (the npm registry is needed): %v\n%s", err, out)
+	}
+	for _, name := range []string{"package.json", "package-lock.json"} {
+		data, err := os.ReadFile(filepath.Join(scratch, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pkg, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manifest := strings.Replace(memoryManifest, "preinstalled with npm.", "locked, installed by agentnode.", 1)
+	for name, body := range map[string]string{"server.mjs": lockedLauncher, "agentnode.yaml": manifest} {
+		if err := os.WriteFile(filepath.Join(pkg, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sandbox user reads the cache.
+	if err := exec.Command("chmod", "-R", "a+rX", cache).Run(); err != nil {
+		t.Fatal(err)
+	}
+	return pkg
+}
+
+// installFails runs `agentnode install args...` and requires exit 2 with
+// all of want in its output.
+func (e *mcpEnv) installFails(t *testing.T, want []string, args ...string) {
+	t.Helper()
+	cmd := e.command(append([]string{"install"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	all := string(out) + stderr.String()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 {
+		t.Fatalf("install %v: %v, want exit 2\n%s", args, err, all)
+	}
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Fatalf("install %v: no %q in\n%s", args, w, all)
+		}
+	}
+}
+
+// TestNPMInstallFromCache: server-memory shipped locked is refused
+// without an npm cache and without sandbox.node_installer_image; with
+// both it is installed by npm ci in the libcontainer sandbox, offline
+// (the sandbox has no network), its tree sealed as deps_hash in
+// agentnode.lock; create_entities and read_graph run sandboxed answer
+// what the installed package run directly with the host's node answers;
+// a file of the installed tree changed afterwards stops the next run.
+// Locks that are not pinned, lack integrity or need an install script are
+// refused before anything runs.
+func TestNPMInstallFromCache(t *testing.T) {
+	requireNPM(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
+			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
+		}
+		t.Skip("libcontainer needs root")
+	}
+	e := newMCPEnv(t)
+	cache := filepath.Join(e.dir, "npm-cache")
+	pkg := lockedMemoryPackage(t, e.dir, cache)
+	e.cli(t, "setup")
+	e.cli(t, "config", "set", "trust.minimum_trust_level", "unknown")
+	e.cli(t, "config", "set", "guard.rate_limits.memory-mcp", `{"per_minute":100000,"per_hour":1000000,"burst":10000}`)
+	e.cli(t, "sandbox", "build")
+
+	e.installFails(t, []string{"--npm-cache DIR"}, pkg)
+	cmd := e.command("install", pkg, "--npm-cache", cache)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "agentnode sandbox build --node-installer") {
+		t.Fatalf("no installer image: %v\n%s", err, out)
+	}
+
+	// Refusals read from the lock, before any sandbox.
+	t.Run("refused locks", func(t *testing.T) {
+		lockData, err := os.ReadFile(filepath.Join(pkg, "package-lock.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lock map[string]any
+		if err := json.Unmarshal(lockData, &lock); err != nil {
+			t.Fatal(err)
+		}
+		variant := func(name string, change func(pkgs map[string]any), remove bool) string {
+			dir := filepath.Join(t.TempDir(), name)
+			if err := exec.Command("cp", "-R", pkg, dir).Run(); err != nil {
+				t.Fatal(err)
+			}
+			if remove {
+				if err := os.Remove(filepath.Join(dir, "package-lock.json")); err != nil {
+					t.Fatal(err)
+				}
+				return dir
+			}
+			var l map[string]any
+			_ = json.Unmarshal(lockData, &l)
+			change(l["packages"].(map[string]any))
+			b, _ := json.Marshal(l)
+			if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}
+		sdk := "node_modules/@modelcontextprotocol/sdk"
+		if _, ok := lock["packages"].(map[string]any)[sdk]; !ok {
+			t.Fatalf("the lock has no %s", sdk)
+		}
+		for _, c := range []struct {
+			name   string
+			change func(map[string]any)
+			remove bool
+			want   string
+		}{
+			{"unlocked", nil, true, "no package-lock.json: an unlocked tree is not installed"},
+			{"no-integrity", func(p map[string]any) { delete(p[sdk].(map[string]any), "integrity") }, false,
+				"@modelcontextprotocol/sdk@"},
+			{"script", func(p map[string]any) { p[sdk].(map[string]any)["hasInstallScript"] = true }, false,
+				"needs an install script (hasInstallScript)"},
+			{"other-version", func(p map[string]any) {
+				p[""].(map[string]any)["dependencies"].(map[string]any)["@modelcontextprotocol/server-memory"] = "^" + serverMemoryVersion
+			}, false, "the lock must depend on exactly that version"},
+		} {
+			dir := variant(c.name, c.change, c.remove)
+			e.installFails(t, []string{c.want, "mcp_unpinned"}, dir, "--npm-cache", cache)
+		}
+	})
+
+	e.cli(t, "sandbox", "build", "--node-installer")
+	e.cli(t, "sandbox", "build", "--node")
+	out := e.cli(t, "install", pkg, "--npm-cache", cache, "--json")
+	var res struct {
+		DepsHash     string   `json:"deps_hash"`
+		Dependencies []string `json:"dependencies"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := "@modelcontextprotocol/server-memory@" + serverMemoryVersion
+	found := false
+	for _, d := range res.Dependencies {
+		found = found || d == want
+	}
+	if !strings.HasPrefix(res.DepsHash, "sha256:") || !found {
+		t.Fatalf("install: %s", out)
+	}
+	lockfile, err := os.ReadFile(filepath.Join(e.home(), "agentnode.lock"))
+	if err != nil || !strings.Contains(string(lockfile), res.DepsHash) {
+		t.Fatalf("agentnode.lock does not seal %s: %v\n%s", res.DepsHash, err, lockfile)
+	}
+
+	ws := workspace(t)
+	sandboxed := []any{
+		e.runResult(t, ws, "libcontainer", "create_entities", memoryEntities),
+		e.runResult(t, ws, "libcontainer", "read_graph", "{}"),
+	}
+	installed := installedContent(t, e, "memory-mcp")
+	direct := workspace(t)
+	cs := directSession(t, installed, direct)
+	wantRes := []any{
+		directResult(t, cs, "create_entities", memoryEntities),
+		directResult(t, cs, "read_graph", "{}"),
+	}
+	_ = cs.Close()
+	if !reflect.DeepEqual(sandboxed, wantRes) {
+		a, _ := json.Marshal(sandboxed)
+		b, _ := json.Marshal(wantRes)
+		t.Fatalf("sandboxed: %s\ndirect:    %s", a, b)
+	}
+	if g, _ := json.Marshal(wantRes[1]); !strings.Contains(string(g), `"Analytical Engine"`) {
+		t.Fatalf("read_graph: %s", g)
+	}
+
+	// The attacker changes a file of the installed tree: refused before it runs.
+	index := filepath.Join(installed, ".deps/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+	if err := os.Chmod(filepath.Dir(index), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(index, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(index, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("\nconsole.error('tampered');\n")
+	_ = f.Close()
+	run := e.command("run", "memory-mcp", "read_graph", "--input", "{}", "--workspace", ws, "--json")
+	rout, err := run.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Contains(string(rout), "tampered") ||
+		!strings.Contains(string(rout), "deps") {
+		t.Fatalf("a changed file of the installed tree: %v\n%s", err, rout)
+	}
+	t.Logf("installed %d npm packages, %s; sandboxed and direct agree; tampered tree refused: %s",
+		len(res.Dependencies), res.DepsHash, strings.TrimSpace(string(rout)))
+}
+
+// installedContent is the store's copy of package id.
+func installedContent(t testing.TB, e *mcpEnv, id string) string {
+	t.Helper()
+	dir := filepath.Join(e.home(), "packages", id, "content")
+	if _, err := os.Stat(filepath.Join(dir, "agentnode.yaml")); err != nil {
+		t.Fatalf("no installed %s: %v", id, err)
+	}
+	return dir
+}
