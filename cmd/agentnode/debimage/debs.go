@@ -130,6 +130,9 @@ type resolver struct {
 	// debian are the package files (as `apt-cache policy` names them:
 	// "URL SUITE/COMPONENT ARCH Packages") whose release is o=Debian.
 	debian map[string]bool
+	// versions memoizes version (a relation names the same packages
+	// again and again: npm's closure asks thousands of times).
+	versions map[string]string
 }
 
 // newResolver reads which of apt's package files are Debian's.
@@ -138,7 +141,7 @@ func newResolver(ctx context.Context) (*resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &resolver{ctx: ctx, debian: debianFiles(out)}, nil
+	return &resolver{ctx: ctx, debian: debianFiles(out), versions: map[string]string{}}, nil
 }
 
 // debianFiles are the package files of `apt-cache policy` output whose
@@ -171,11 +174,16 @@ func isPriority(s string) bool {
 // offers ("" when none does): the first such entry of `apt-cache policy
 // NAME`'s version table, which lists versions newest first.
 func (r *resolver) version(name string) (string, error) {
+	if v, ok := r.versions[name]; ok {
+		return v, nil
+	}
 	out, err := aptCache(r.ctx, "policy", name)
 	if err != nil {
 		return "", err
 	}
-	return newestFrom(out, r.debian), nil
+	v := newestFrom(out, r.debian)
+	r.versions[name] = v
+	return v, nil
 }
 
 // newestFrom is the first version of the version table of `apt-cache
