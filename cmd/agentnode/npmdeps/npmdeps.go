@@ -194,12 +194,13 @@ var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--n
 
 // script unpacks package.json and package-lock.json from stdin, copies
 // the cache, runs npm ci (its output to stderr) and streams node_modules
-// as a tar on stdout.
+// as a tar on stdout. tar and cp are busybox's (the image links only a
+// few applets by name).
 func script() string {
-	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\ntar -xf -\n" +
-		"cp -R /pack /tmp/npm-cache\n" +
+	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\n/bin/busybox tar -xf -\n" +
+		"/bin/busybox cp -R /pack /tmp/npm-cache\n" +
 		"HOME=/tmp/home " + nodeimage.NPM + " " + strings.Join(NPMArgs, " ") + " 1>&2\n" +
-		"cd " + ModulesDir + "\nexec tar -cf - .\n"
+		"cd " + ModulesDir + "\nexec /bin/busybox tar -cf - .\n"
 }
 
 // Install checks the package's lock (Check), runs npm ci in the sandbox
