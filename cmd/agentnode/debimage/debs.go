@@ -65,6 +65,9 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 		if chosen[name] != nil {
 			continue
 		}
+		if err := r.prefetch(append([]string{name}, queue...)); err != nil {
+			return nil, err
+		}
 		version, err := r.version(name)
 		if err != nil {
 			return nil, err
@@ -72,7 +75,7 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 		if version == "" {
 			return nil, fmt.Errorf("%w: no Debian archive in apt's lists offers %s (run apt-get update)", ErrArchive, name)
 		}
-		fields, err := aptShow(ctx, name, version)
+		fields, err := r.show(name, version, queue)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +87,17 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 			return nil, fmt.Errorf("%w: apt's index has no SHA256 for %s=%s", ErrArchive, name, version)
 		}
 		chosen[name] = d
-		for _, rel := range splitList(strings.Trim(fields["Pre-Depends"]+", "+fields["Depends"], ", ")) {
+		rels := splitList(strings.Trim(fields["Pre-Depends"]+", "+fields["Depends"], ", "))
+		var alts []string
+		for _, rel := range rels {
+			for _, a := range strings.Split(rel, "|") {
+				alts = append(alts, relationName(strings.TrimSpace(a)))
+			}
+		}
+		if err := r.prefetch(alts); err != nil {
+			return nil, err
+		}
+		for _, rel := range rels {
 			alt, err := r.firstOffered(rel)
 			if err != nil {
 				return nil, err
@@ -93,8 +106,24 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 		}
 	}
 	var out []Deb
+	var missing []string
 	for _, d := range chosen {
 		d.Path = filepath.Join(dir, debFileName(d))
+		if fileSHA256(d.Path) != d.SHA256 {
+			missing = append(missing, d.Name+"="+d.Version)
+		}
+	}
+	sort.Strings(missing)
+	for len(missing) > 0 {
+		// One apt-get for many files; download checks each below (and
+		// fetches one alone again if it is still wrong).
+		n := min(len(missing), batch)
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"download", "-q"}, missing[:n]...)...)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, io.Discard, io.Discard
+		_ = cmd.Run()
+		missing = missing[n:]
+	}
+	for _, d := range chosen {
 		if err := download(ctx, dir, d); err != nil {
 			return nil, err
 		}
@@ -133,6 +162,7 @@ type resolver struct {
 	// versions memoizes version (a relation names the same packages
 	// again and again: npm's closure asks thousands of times).
 	versions map[string]string
+	shows    map[string]map[string]string // by "name=version", from show
 }
 
 // newResolver reads which of apt's package files are Debian's.
@@ -141,7 +171,7 @@ func newResolver(ctx context.Context) (*resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &resolver{ctx: ctx, debian: debianFiles(out), versions: map[string]string{}}, nil
+	return &resolver{ctx: ctx, debian: debianFiles(out), versions: map[string]string{}, shows: map[string]map[string]string{}}, nil
 }
 
 // debianFiles are the package files of `apt-cache policy` output whose
@@ -214,6 +244,94 @@ func newestFrom(out string, files map[string]bool) string {
 		}
 	}
 	return ""
+}
+
+// batch is how many packages one apt-cache or apt-get call is given.
+const batch = 200
+
+// prefetch looks up, in batched `apt-cache policy` calls, the versions of
+// names not yet memoized (version asks alone for one the output does not
+// name).
+func (r *resolver) prefetch(names []string) error {
+	var todo []string
+	seen := map[string]bool{}
+	for _, n := range names {
+		if _, ok := r.versions[n]; !ok && !seen[n] && n != "" {
+			seen[n] = true
+			todo = append(todo, n)
+		}
+	}
+	for len(todo) > 0 {
+		n := min(len(todo), batch)
+		out, err := aptCache(r.ctx, append([]string{"policy"}, todo[:n]...)...)
+		if err != nil {
+			return err
+		}
+		for name, section := range policySections(out) {
+			if seen[name] {
+				r.versions[name] = newestFrom(section, r.debian)
+			}
+		}
+		todo = todo[n:]
+	}
+	return nil
+}
+
+// policySections splits `apt-cache policy A B …` output into each
+// package's section, by the "NAME:" lines that start them.
+func policySections(out string) map[string]string {
+	sections := map[string]string{}
+	name := ""
+	var b strings.Builder
+	flush := func() {
+		if name != "" {
+			sections[name] = b.String()
+		}
+		b.Reset()
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if line != "" && line[0] != ' ' && strings.HasSuffix(line, ":") {
+			flush()
+			name = strings.TrimSuffix(line, ":")
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	flush()
+	return sections
+}
+
+// show is aptShow of name=version, looked up together with the queued
+// packages whose versions are known (one batched `apt-cache show`).
+func (r *resolver) show(name, version string, queue []string) (map[string]string, error) {
+	key := name + "=" + version
+	if f, ok := r.shows[key]; ok {
+		return f, nil
+	}
+	want := []string{key}
+	for _, q := range queue {
+		if v := r.versions[q]; v != "" && len(want) < batch {
+			if _, ok := r.shows[q+"="+v]; !ok && !slices.Contains(want, q+"="+v) {
+				want = append(want, q+"="+v)
+			}
+		}
+	}
+	out, err := aptCache(r.ctx, append([]string{"show", "--no-all-versions"}, want...)...)
+	if err != nil {
+		return aptShow(r.ctx, name, version)
+	}
+	for _, stanza := range strings.Split(out, "\n\n") {
+		f := parseStanza(stanza)
+		if k := f["Package"] + "=" + f["Version"]; slices.Contains(want, k) {
+			if _, ok := r.shows[k]; !ok {
+				r.shows[k] = f
+			}
+		}
+	}
+	if f, ok := r.shows[key]; ok {
+		return f, nil
+	}
+	return aptShow(r.ctx, name, version)
 }
 
 // firstOffered is the first alternative of a relation ("a (>= 1) | b")
