@@ -42,8 +42,9 @@ type Deb struct {
 // a Packages index whose release says o=Debian offers (`apt-cache policy`),
 // never one only installed on this host or offered by another vendor's
 // repository (e.g. NodeSource's nodejs); a relation's alternative is the
-// first one Debian offers by name; Essential packages are not followed (as
-// Collect does not). Every file, downloaded now or found in dir from an
+// first one Debian offers by name; an Essential package reached is taken
+// (so that Collect finds it installed and skips it: npm's python3-minimal
+// pre-depends on dpkg) but not followed. Every file, downloaded now or found in dir from an
 // earlier Fetch, must match the SHA256 apt's index gives for it. The result
 // is sorted by name.
 func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb, error) {
@@ -79,14 +80,16 @@ func Fetch(ctx context.Context, dir string, roots []string, arch string) ([]Deb,
 		if err != nil {
 			return nil, err
 		}
-		if fields["Essential"] == "yes" && !contains(roots, name) {
-			continue
-		}
 		d := &Deb{Name: name, Version: version, Arch: fields["Architecture"], SHA256: fields["SHA256"]}
 		if len(d.SHA256) != 64 {
 			return nil, fmt.Errorf("%w: apt's index has no SHA256 for %s=%s", ErrArchive, name, version)
 		}
 		chosen[name] = d
+		if fields["Essential"] == "yes" && !contains(roots, name) {
+			// Taken (Collect finds it installed and skips it, as it skips
+			// Essential packages), not followed.
+			continue
+		}
 		rels := splitList(strings.Trim(fields["Pre-Depends"]+", "+fields["Depends"], ", "))
 		var alts []string
 		for _, rel := range rels {
