@@ -47,11 +47,18 @@ var InstallerRoots = []string{"nodejs", "npm"}
 // NPM is the installer image's npm (Debian's, a script run by node).
 const NPM = "/usr/bin/npm"
 
+// CABundle is the installer image's certificate bundle, built from
+// ca-certificates' certificates (npm depends on ca-certificates), whose
+// files are left out: some have names a USTAR header cannot hold.
+const CABundle = "/etc/ssl/certs/ca-certificates.crt"
+
 // BuildInstaller builds the Node installer image: Build with
-// InstallerRoots under InstallerName (opts.Roots and opts.Name are
-// ignored). The same .deb files give the same digests.
+// InstallerRoots under InstallerName, ca-certificates' files replaced by
+// CABundle (opts.Roots, Name, Exclude and CABundle are ignored). The same
+// .deb files give the same digests.
 func BuildInstaller(ctx context.Context, homeDir string, opts Options) (*image.Image, *Contents, error) {
 	opts.Roots, opts.Name = InstallerRoots, InstallerName
+	opts.exclude, opts.caBundle = []string{"/usr/share/ca-certificates"}, CABundle
 	return Build(ctx, homeDir, opts)
 }
 
@@ -72,6 +79,9 @@ type Options struct {
 	Progress func(step string)
 	// Name is the image's repository name; empty means Name.
 	Name string
+
+	exclude  []string // debimage.Options.Exclude (BuildInstaller)
+	caBundle string   // debimage.Options.CABundle (BuildInstaller)
 }
 
 // Contents is what went into the image: the packages (debimage.Collect's
@@ -119,7 +129,8 @@ func Build(ctx context.Context, homeDir string, opts Options) (*image.Image, *Co
 	if err := debimage.Unpack(ctx, debs, root); err != nil {
 		return nil, nil, err
 	}
-	files, deb, err := debimage.Collect(debimage.Options{Root: root, Roots: roots, Arch: opts.Arch})
+	files, deb, err := debimage.Collect(debimage.Options{Root: root, Roots: roots, Arch: opts.Arch,
+		Exclude: opts.exclude, CABundle: opts.caBundle})
 	if err != nil {
 		return nil, nil, err
 	}
