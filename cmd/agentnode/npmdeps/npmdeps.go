@@ -257,7 +257,7 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 		Spec: sandbox.Spec{
 			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: in.Cache,
 			Args:   []string{"/bin/sh", "-c", script()},
-			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8", "PATH=/bin:/usr/bin"},
+			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
 			Limits: limits, Timeout: in.Timeout, Network: false,
 		},
 		Stdin: stdin, Stdout: pw, Stderr: &limitedWriter{w: &stderr, n: 64 << 10},
