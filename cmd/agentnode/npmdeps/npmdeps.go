@@ -190,7 +190,7 @@ const workDir = "/tmp/agentnode-npm"
 // offline from the copied cache, no audit, funding or update check, no
 // user or global configuration.
 var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--no-fund", "--no-update-notifier",
-	"--cache", "/tmp/npm-cache", "--userconfig", "/dev/null", "--globalconfig", "/dev/null", "--loglevel", "warn"}
+	"--cache", "/tmp/npm-cache", "--userconfig", "/tmp/home/.npmrc", "--globalconfig", "/tmp/npmrc", "--loglevel", "warn"}
 
 // script unpacks package.json and package-lock.json from stdin, copies
 // the cache, runs npm ci (its output to stderr) and streams node_modules
