@@ -316,6 +316,11 @@ func lockTar(dir string) (io.Reader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
 		}
+		if name == LockFile {
+			if data, err = withResolved(data); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
+			}
+		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
 			return nil, err
 		}
@@ -328,6 +333,57 @@ func lockTar(dir string) (io.Reader, error) {
 	}
 	return &buf, nil
 }
+
+// Registry is the npm registry whose tarball URLs complete a lock written
+// without them.
+const Registry = "https://registry.npmjs.org/"
+
+// withResolved returns the lock with a resolved URL for every registry
+// entry that has none: npm writes such locks with
+// omit-lockfile-registry-resolved, and npm ci then asks the registry's
+// metadata for each tarball's address, which an offline install from a
+// cache cannot. The address is the registry's fixed one for a name and
+// version (REGISTRY/NAME/-/BASENAME-VERSION.tgz); the entry's integrity
+// still decides what is installed. Entries with a resolved URL, links and
+// bundled entries are left as they are; a lock that needs nothing added is
+// returned unchanged.
+func withResolved(data []byte) ([]byte, error) {
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	pkgs, _ := doc["packages"].(map[string]any)
+	changed := false
+	for key, v := range pkgs {
+		e, ok := v.(map[string]any)
+		if key == "" || !ok || e["resolved"] != nil || e["link"] == true || e["inBundle"] == true {
+			continue
+		}
+		version, _ := e["version"].(string)
+		name, _ := e["name"].(string) // an alias names the real package
+		if name == "" {
+			name = key[strings.LastIndex(key, ModulesDir+"/")+len(ModulesDir)+1:]
+		}
+		if !validVersion.MatchString(version) || !validName.MatchString(name) {
+			return nil, fmt.Errorf("%s has no version or no valid package name to find its tarball by", key)
+		}
+		e["resolved"] = Registry + name + "/-/" + name[strings.LastIndex(name, "/")+1:] + "-" + version + ".tgz"
+		changed = true
+	}
+	if !changed {
+		return data, nil
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// validName is an npm package name, scoped or not, as the registry
+// accepts it (lower case, URL-safe).
+var validName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
+
+// validVersion is a semver version (build and prerelease parts included).
+var validVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$`)
 
 // npmErrors are npm's "npm ERR!"/"npm error" lines, else the last lines.
 func npmErrors(stderr string) string {

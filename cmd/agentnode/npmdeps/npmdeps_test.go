@@ -1,6 +1,7 @@
 package npmdeps
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -110,5 +111,50 @@ func TestNeeded(t *testing.T) {
 	}
 	if Needed(t.TempDir(), m) {
 		t.Fatal("no package.json or lock: needed")
+	}
+}
+
+// TestWithResolved: a lock written with omit-lockfile-registry-resolved
+// gets the registry's tarball address for every registry entry without
+// one; entries with an address and bundled entries keep theirs, an alias
+// is found by its real name, and an entry whose name or version could
+// make another address is refused.
+func TestWithResolved(t *testing.T) {
+	out, err := withResolved([]byte(realLock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc lockDoc
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"node_modules/@hono/node-server":                                  "https://registry.npmjs.org/@hono/node-server/-/node-server-2.1.11.tgz",
+		"node_modules/@modelcontextprotocol/server-memory":                "https://registry.npmjs.org/@modelcontextprotocol/server-memory/-/server-memory-2026.8.31.tgz",
+		"node_modules/@modelcontextprotocol/server-memory/node_modules/x": "",
+	} {
+		if got := doc.Packages[key].Resolved; got != want {
+			t.Errorf("%s: resolved %q, want %q", key, got, want)
+		}
+	}
+	if doc.LockfileVersion != 3 || doc.Packages["node_modules/@hono/node-server"].Integrity == "" {
+		t.Errorf("the rest of the lock changed: %s", out)
+	}
+	complete := strings.Replace(realLock, `"version": "2.1.11",`, `"version": "2.1.11", "resolved": "https://registry.npmjs.org/@hono/node-server/-/node-server-2.1.11.tgz",`, 1)
+	if out, err := withResolved([]byte(complete)); err != nil || string(out) != complete {
+		t.Errorf("a complete lock was rewritten: %v\n%s", err, out)
+	}
+	alias := strings.Replace(realLock, `"node_modules/@hono/node-server": {`, `"node_modules/hono-alias": {"name": "@hono/node-server",`, 1)
+	if out, err := withResolved([]byte(alias)); err != nil || !strings.Contains(string(out), `"https://registry.npmjs.org/@hono/node-server/-/node-server-2.1.11.tgz"`) {
+		t.Errorf("alias: %v\n%s", err, out)
+	}
+	for _, bad := range []string{
+		strings.Replace(realLock, `"version": "2.1.11",`, `"version": "2.1.11/../../evil",`, 1),
+		strings.Replace(realLock, `"node_modules/@hono/node-server": {`, `"node_modules/@hono/node-server": {"name": "../evil",`, 1),
+		strings.Replace(realLock, `"node_modules/@hono/node-server": {`, `"node_modules/@Hono/Node?x=": {`, 1),
+	} {
+		if out, err := withResolved([]byte(bad)); err == nil {
+			t.Errorf("accepted a lock with a bad name or version:\n%s", out)
+		}
 	}
 }
