@@ -38,8 +38,10 @@ func lockedMemoryPackage(t testing.TB, dir, cache string) string {
 	if err := os.WriteFile(filepath.Join(scratch, "package.json"), []byte(`{"private": true}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// npm's default lock shape (tarball URLs in "resolved"), whatever the
+	// machine's npmrc says.
 	cmd := exec.Command(npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", "--save-exact",
-		"--cache", cache, "@modelcontextprotocol/server-memory@"+serverMemoryVersion)
+		"--omit-lockfile-registry-resolved=false", "--cache", cache, "@modelcontextprotocol/server-memory@"+serverMemoryVersion)
 	cmd.Dir = scratch
 	if out, err := cmd.CombinedOutput(); err != nil {
 		if os.Getenv("AGENTNODE_REQUIRE_NODE") == "1" {
@@ -192,7 +194,7 @@ func TestNPMInstallFromCache(t *testing.T) {
 	if !strings.HasPrefix(res.DepsHash, "sha256:") || !found {
 		t.Fatalf("install: %s", out)
 	}
-	lockfile, err := os.ReadFile(filepath.Join(e.home(), "agentnode.lock"))
+	lockfile, err := os.ReadFile(filepath.Join(e.dir, "agentnode.lock"))
 	if err != nil || !strings.Contains(string(lockfile), res.DepsHash) {
 		t.Fatalf("agentnode.lock does not seal %s: %v\n%s", res.DepsHash, err, lockfile)
 	}
@@ -239,8 +241,47 @@ func TestNPMInstallFromCache(t *testing.T) {
 		!strings.Contains(string(rout), "deps") {
 		t.Fatalf("a changed file of the installed tree: %v\n%s", err, rout)
 	}
-	t.Logf("installed %d npm packages, %s; sandboxed and direct agree; tampered tree refused: %s",
-		len(res.Dependencies), res.DepsHash, strings.TrimSpace(string(rout)))
+
+	// The same lock written with omit-lockfile-registry-resolved (no
+	// "resolved" anywhere) installs the same tree.
+	e.cli(t, "remove", "memory-mcp")
+	bare := filepath.Join(e.dir, "memory-mcp-bare")
+	if err := exec.Command("cp", "-R", pkg, bare).Run(); err != nil {
+		t.Fatal(err)
+	}
+	var lock map[string]any
+	lockData, err := os.ReadFile(filepath.Join(bare, "package-lock.json"))
+	if err == nil {
+		err = json.Unmarshal(lockData, &lock)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := 0
+	for _, v := range lock["packages"].(map[string]any) {
+		if e, ok := v.(map[string]any); ok && e["resolved"] != nil {
+			delete(e, "resolved")
+			stripped++
+		}
+	}
+	if stripped < 10 {
+		t.Fatalf("the lock has %d resolved URLs: not npm's default shape", stripped)
+	}
+	lockData, _ = json.MarshalIndent(lock, "", "  ")
+	if err := os.WriteFile(filepath.Join(bare, "package-lock.json"), lockData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var bareRes struct {
+		DepsHash string `json:"deps_hash"`
+	}
+	if err := json.Unmarshal(e.cli(t, "install", bare, "--npm-cache", cache, "--json"), &bareRes); err != nil {
+		t.Fatal(err)
+	}
+	if bareRes.DepsHash != res.DepsHash {
+		t.Fatalf("without resolved URLs the tree is %s, with them %s", bareRes.DepsHash, res.DepsHash)
+	}
+	t.Logf("installed %d npm packages, %s (the same with %d resolved URLs removed); sandboxed and direct agree; tampered tree refused: %s",
+		len(res.Dependencies), res.DepsHash, stripped, strings.TrimSpace(string(rout)))
 }
 
 // installedContent is the store's copy of package id.
