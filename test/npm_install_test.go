@@ -2,6 +2,8 @@ package test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -178,6 +180,29 @@ func TestNPMInstallFromCache(t *testing.T) {
 
 	e.cli(t, "sandbox", "build", "--node-installer")
 	e.cli(t, "sandbox", "build", "--node")
+	// A cache without one of the lock's tarballs: refused, naming it,
+	// before npm runs.
+	partial := filepath.Join(e.dir, "npm-cache-partial")
+	if err := exec.Command("cp", "-R", cache, partial).Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone := "node_modules/@modelcontextprotocol/server-memory"
+	var pinned struct {
+		Packages map[string]struct{ Version, Integrity string } `json:"packages"`
+	}
+	if data, err := os.ReadFile(filepath.Join(pkg, "package-lock.json")); err != nil || json.Unmarshal(data, &pinned) != nil {
+		t.Fatalf("the lock: %v", err)
+	}
+	digest, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(pinned.Packages[gone].Integrity, "sha512-"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hex.EncodeToString(digest)
+	if err := os.Remove(filepath.Join(partial, "_cacache", "content-v2", "sha512", h[:2], h[2:4], h[4:])); err != nil {
+		t.Fatalf("the cache does not hold server-memory's tarball where npm keeps it: %v", err)
+	}
+	e.installFails(t, []string{"not in the npm cache", "@modelcontextprotocol/server-memory@" + serverMemoryVersion}, pkg, "--npm-cache", partial)
+
 	out := e.cli(t, "install", pkg, "--npm-cache", cache, "--json")
 	var res struct {
 		DepsHash     string   `json:"deps_hash"`

@@ -173,9 +173,11 @@ type Installer struct {
 	Sandbox pydeps.Runner
 	Backend string       // the backend's name, for messages
 	Image   *image.Image // the Node installer image, resolved
-	// Cache is the host's npm cache directory (npm's _cacache layout),
-	// mounted read-only at /pack and copied to the container's /tmp for
-	// npm, which writes to its cache; readable by the sandbox user.
+	// Cache is the host's npm cache directory (npm's, holding _cacache):
+	// the lock's tarballs and their index entries are copied from it
+	// (selectCache) into a private directory mounted read-only at /pack
+	// and copied to the container's /tmp for npm, which writes to its
+	// cache.
 	Cache   string
 	Limits  sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
 	Timeout time.Duration
@@ -219,17 +221,28 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	if err := checkCache(in.Cache); err != nil {
 		return nil, err
 	}
-	stdin, err := lockTar(content)
+	stdin, lock, err := lockTar(content)
 	if err != nil {
-		return nil, err
-	}
-	modules := filepath.Join(content, python.DepsDir, ModulesDir)
-	if err := os.MkdirAll(modules, 0o700); err != nil {
 		return nil, err
 	}
 	caps := in.Caps
 	if caps == (pydeps.Caps{}) {
 		caps = pydeps.DefaultCaps
+	}
+	cache, err := os.MkdirTemp("", "agentnode-npm-cache-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(cache)
+	if err := os.Chmod(cache, 0o755); err != nil {
+		return nil, err
+	}
+	if err := selectCache(in.Cache, cache, lock, caps.TotalBytes); err != nil {
+		return nil, err
+	}
+	modules := filepath.Join(content, python.DepsDir, ModulesDir)
+	if err := os.MkdirAll(modules, 0o700); err != nil {
+		return nil, err
 	}
 	limits := in.Limits
 	limits.TmpBytes = max(limits.TmpBytes, pydeps.MinTmpBytes)
@@ -255,7 +268,7 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	var stderr bytes.Buffer
 	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
-			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: in.Cache,
+			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: cache,
 			Args:   []string{"/bin/sh", "-c", script()},
 			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
 			Limits: limits, Timeout: in.Timeout, Network: false,
@@ -306,32 +319,34 @@ func checkCache(dir string) error {
 	return nil
 }
 
-// lockTar is a tar of package.json and package-lock.json, the sandbox's
-// stdin.
-func lockTar(dir string) (io.Reader, error) {
+// lockTar is a tar of package.json and package-lock.json (completed by
+// withResolved), the sandbox's stdin, and that lock.
+func lockTar(dir string) (io.Reader, []byte, error) {
 	var buf bytes.Buffer
+	var lock []byte
 	tw := tar.NewWriter(&buf)
 	for _, name := range []string{PackageJSON, LockFile} {
 		data, err := bounded.ReadFile(filepath.Join(dir, name), MaxLockBytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
 		}
 		if name == LockFile {
 			if data, err = withResolved(data); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
+				return nil, nil, fmt.Errorf("%w: %s: %w", ErrLock, name, err)
 			}
+			lock = data
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if _, err := tw.Write(data); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &buf, nil
+	return &buf, lock, nil
 }
 
 // Registry is the npm registry whose tarball URLs complete a lock written
