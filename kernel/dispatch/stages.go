@@ -261,10 +261,10 @@ func checkRuntime(m *manifest.Manifest) error {
 }
 
 // sandboxImage is the image reference a sandboxed run uses: sandbox.image,
-// for a `runtime: python` package sandbox.python_image and for a
-// `[node, /pack/FILE]` MCP server sandbox.node_image, which must be set
-// (sandbox_unavailable otherwise: never the host, never the default image,
-// which has neither Python nor Node).
+// for a `runtime: python` package and a `[python3, /pack/FILE]` MCP server
+// sandbox.python_image, for a `[node, /pack/FILE]` one sandbox.node_image,
+// which must be set (sandbox_unavailable otherwise: never the host, never
+// the default image, which has neither Python nor Node).
 func sandboxImage(st *state) (string, error) {
 	ref, key, title := st.set.image, "", ""
 	switch {
@@ -272,6 +272,8 @@ func sandboxImage(st *state) (string, error) {
 		ref, key, title = st.set.pythonImage, "python", "Python"
 	case st.mcp != nil && st.mcp.Command.Interpreter == "node":
 		ref, key, title = st.set.nodeImage, "node", "Node"
+	case st.mcp != nil && st.mcp.Command.Interpreter != "": // python3, python
+		ref, key, title = st.set.pythonImage, "python", "Python"
 	}
 	if ref == "" {
 		return "", reason.New(reason.SandboxUnavailable,

@@ -86,6 +86,7 @@ const (
 type pyproject struct {
 	Project *struct {
 		Name         string   `toml:"name"`
+		Version      string   `toml:"version"`
 		Dependencies []string `toml:"dependencies"`
 		Dynamic      []string `toml:"dynamic"`
 	} `toml:"project"`
@@ -106,7 +107,8 @@ var requirementRE = regexp.MustCompile(`^([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-
 // is not a plain PEP 508 requirement by name, are errors wrapping
 // ErrDependencies.
 func Requirements(dir string, m *manifest.Manifest) ([]string, error) {
-	if m != nil && m.Runtime != manifest.RuntimePython {
+	pin := mcpPin(m)
+	if m != nil && m.Runtime != manifest.RuntimePython && pin == nil {
 		return nil, nil
 	}
 	name := filepath.Join(dir, PyprojectFile)
@@ -142,7 +144,49 @@ func Requirements(dir string, m *manifest.Manifest) ([]string, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	switch {
+	case pin == nil:
+	case normalize(pp.Project.Name) == normalize(pin.Package):
+		// The package is the server's own project: its version is the pin.
+		if pp.Project.Version != pin.Version {
+			return nil, reason.New(reason.MCPUnpinned, "%w: %s: [project] is %s version %q, the manifest's mcp_server.install pins %s==%s",
+				ErrDependencies, PyprojectFile, pp.Project.Name, pp.Project.Version, pin.Package, pin.Version)
+		}
+	default:
+		if err := checkPinned(reqs, pin); err != nil {
+			return nil, err
+		}
+	}
 	return reqs, nil
+}
+
+// mcpPin is the pin of a Python MCP server (an mcp_server package whose
+// mcp_server.install.manager is pypi), nil for any other package.
+func mcpPin(m *manifest.Manifest) *manifest.MCPInstall {
+	if m == nil || m.PackageType != manifest.TypeMCPServer || m.MCP == nil || m.MCP.Install == nil || m.MCP.Install.Manager != "pypi" {
+		return nil
+	}
+	return m.MCP.Install
+}
+
+// checkPinned requires the dependencies of a package that wraps a Python
+// MCP server (its pyproject.toml names another project) to hold its
+// pinned distribution at exactly the pinned version (NAME==VERSION, no
+// extras or markers): what the manifest pins is what gets installed.
+func checkPinned(reqs []string, pin *manifest.MCPInstall) error {
+	for _, r := range reqs {
+		m := requirementRE.FindStringSubmatch(r)
+		if m == nil || normalize(m[1]) != normalize(pin.Package) {
+			continue
+		}
+		if strings.TrimSpace(m[2]) != "" || strings.TrimSpace(m[4]) != "" || strings.Join(strings.Fields(m[3]), "") != "=="+pin.Version {
+			return reason.New(reason.MCPUnpinned, "%w: %s: [project].dependencies has %q, the manifest's mcp_server.install pins %s==%s: the server must be required at exactly that version",
+				ErrDependencies, PyprojectFile, r, pin.Package, pin.Version)
+		}
+		return nil
+	}
+	return reason.New(reason.MCPUnpinned, "%w: %s: [project].dependencies does not require %s==%s, the server the manifest's mcp_server.install pins",
+		ErrDependencies, PyprojectFile, pin.Package, pin.Version)
 }
 
 func checkRequirement(r string) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/kernel/image"
 	"github.com/agentnode/agentnode/kernel/manifest"
+	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
@@ -280,5 +281,42 @@ func TestTail(t *testing.T) {
 	}
 	if tl.String() != "jklmnopq" {
 		t.Fatalf("tail %q", tl.String())
+	}
+}
+
+// TestRequirementsMCPServer: a Python MCP server (mcp_server,
+// install.manager pypi) gets its pyproject.toml dependencies installed
+// like a runtime: python package, provided they hold the pinned server at
+// exactly the pinned version, or the package is the server's own project
+// at that version; anything looser is mcp_unpinned.
+func TestRequirementsMCPServer(t *testing.T) {
+	server := &manifest.Manifest{PackageType: manifest.TypeMCPServer, MCP: &manifest.MCP{
+		Install: &manifest.MCPInstall{Manager: "pypi", Package: "mcp-server-clock", Version: "2026.1.5"}}}
+	for name, body := range map[string]string{
+		"wrapper":        "[project]\nname = \"clock-pack\"\ndependencies = [\"mcp_server.Clock == 2026.1.5\", \"tzlocal>=5\"]\n",
+		"its own source": "[project]\nname = \"mcp-server-clock\"\nversion = \"2026.1.5\"\ndependencies = [\"tzlocal>=5\"]\n",
+	} {
+		if got, err := Requirements(writePyproject(t, body), server); err != nil || len(got) == 0 {
+			t.Errorf("%s: %q %v", name, got, err)
+		}
+	}
+	for name, body := range map[string]string{
+		"not required":       "[project]\nname = \"clock-pack\"\ndependencies = [\"tzlocal>=5\"]\n",
+		"a range":            "[project]\nname = \"clock-pack\"\ndependencies = [\"mcp-server-clock>=2026.1.5\"]\n",
+		"another pin":        "[project]\nname = \"clock-pack\"\ndependencies = [\"mcp-server-clock==2026.1.4\"]\n",
+		"with extras":        "[project]\nname = \"clock-pack\"\ndependencies = [\"mcp-server-clock[cli]==2026.1.5\"]\n",
+		"with a marker":      "[project]\nname = \"clock-pack\"\ndependencies = [\"mcp-server-clock==2026.1.5; python_version > '3.99'\"]\n",
+		"own, other version": "[project]\nname = \"mcp-server-clock\"\nversion = \"2026.1.6\"\ndependencies = [\"tzlocal>=5\"]\n",
+	} {
+		_, err := Requirements(writePyproject(t, body), server)
+		if !errors.Is(err, ErrDependencies) || reason.CodeOf(err) != reason.MCPUnpinned {
+			t.Errorf("%s: %v, want mcp_unpinned", name, err)
+		}
+	}
+	// The npm-pinned servers and servers without a pyproject are not pydeps'.
+	npm := &manifest.Manifest{PackageType: manifest.TypeMCPServer, MCP: &manifest.MCP{
+		Install: &manifest.MCPInstall{Manager: "npm", Package: "x", Version: "1.0.0"}}}
+	if got, err := Requirements(writePyproject(t, "[project]\ndependencies = [\"liba\"]\n"), npm); got != nil || err != nil {
+		t.Errorf("npm server: %q %v", got, err)
 	}
 }
