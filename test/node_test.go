@@ -203,7 +203,13 @@ func workspace(t testing.TB) string {
 // sandbox of backend.
 func (e *mcpEnv) runResult(t testing.TB, ws, backend, tool, input string) any {
 	t.Helper()
-	args := []string{"run", "memory-mcp", tool, "--input", input, "--json"}
+	return e.runPackageResult(t, "memory-mcp", ws, backend, tool, input)
+}
+
+// runPackageResult is runResult for package id.
+func (e *mcpEnv) runPackageResult(t testing.TB, id, ws, backend, tool, input string) any {
+	t.Helper()
+	args := []string{"run", id, tool, "--input", input, "--json"}
 	if ws != "" {
 		args = append(args, "--workspace", ws)
 	}
