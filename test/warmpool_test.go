@@ -1,0 +1,125 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// warmContainers lists the prepared containers (sandbox.warm_pool) of e's
+// home under libcontainer's state root: their state names the package
+// directory they mount, under e's AGENTNODE_HOME. Another agentnode (or
+// test run) on the machine shares the state root.
+func warmContainers(e *mcpEnv) []string {
+	const stateRoot = "/run/agentnode/libcontainer"
+	ents, _ := os.ReadDir(stateRoot)
+	var out []string
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name(), "an-warm-") {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join(stateRoot, ent.Name(), "state.json"))
+		if err != nil || !bytes.Contains(st, []byte(e.home()+"/")) {
+			continue
+		}
+		out = append(out, ent.Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitWarm waits until e has want prepared containers (they are made in
+// the background) and returns them.
+func waitWarm(t testing.TB, e *mcpEnv, want int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := warmContainers(e)
+		if len(got) == want || time.Now().After(deadline) {
+			if len(got) != want {
+				t.Fatalf("prepared containers of this home: %v, want %d", got, want)
+			}
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Through `agentnode mcp serve` (sandbox.warm_pool at its default, one) a
+// sandboxed toolpack call leaves a container prepared for the next call
+// like it; the next call uses it up (a new one replaces it, never the
+// same), the audit records are those of any sandboxed call, and when
+// serve exits nothing prepared is left. With size 0 nothing is prepared,
+// and a one-shot `agentnode run` never prepares anything.
+func TestMCPServeWarmPool(t *testing.T) {
+	e := sandboxEnv(t)
+	cs, _, stderr := e.serve(t, nil)
+	call := func(i int) {
+		t.Helper()
+		r := callTool(t, cs, "mcp-bench__echo", map[string]any{"x": i})
+		if r.IsError || resultText(r) != `{"x":`+strconv.Itoa(i)+`}` || r.Meta["agentnode/placement"] != "sandbox" {
+			t.Fatalf("call %d: isError=%v %q meta %v\nstderr: %s", i, r.IsError, resultText(r), r.Meta, stderr)
+		}
+		id, _ := r.Meta["agentnode/request_id"].(string)
+		recs := e.auditRecords(t, id)
+		if len(recs) != 2 || recs[0]["decision"] != "allow" || recs[1]["event"] != "outcome" || recs[1]["backend"] != "libcontainer" || recs[1]["exit_code"] != float64(0) {
+			t.Fatalf("audit of call %d: %v", i, recs)
+		}
+	}
+	call(0)
+	seen := map[string]bool{}
+	prev := waitWarm(t, e, 1)
+	seen[prev[0]] = true
+	for i := 1; i <= 3; i++ {
+		call(i) // takes prev[0]
+		now := waitWarm(t, e, 1)
+		if seen[now[0]] {
+			t.Fatalf("call %d: prepared container %s again (used before)", i, now[0])
+		}
+		seen[now[0]] = true
+		prev = now
+	}
+	_ = cs.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(warmContainers(e)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := warmContainers(e); len(left) > 0 {
+		t.Fatalf("prepared containers left after serve exited: %v\nstderr: %s", left, stderr)
+	}
+
+	// One-shot runs prepare nothing.
+	out := e.cli(t, "run", "mcp-bench", "echo", "--input", `{"x":9}`)
+	if !bytes.Contains(out, []byte(`{"x":9}`)) {
+		t.Fatalf("run: %s", out)
+	}
+	if left := warmContainers(e); len(left) > 0 {
+		t.Fatalf("agentnode run prepared containers: %v", left)
+	}
+
+	// Size 0: serve prepares nothing either.
+	e.cli(t, "config", "set", "sandbox.warm_pool.size", "0")
+	cs, _, stderr = e.serve(t, nil)
+	for i := range 2 {
+		r := callTool(t, cs, "mcp-bench__echo", map[string]any{"x": i})
+		if r.IsError {
+			t.Fatalf("size 0: %q\nstderr: %s", resultText(r), stderr)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, &mcp.ListToolsParams{}); err != nil { // a round trip after the calls
+		t.Fatal(err)
+	}
+	if left := warmContainers(e); len(left) > 0 {
+		t.Fatalf("size 0 prepared containers: %v", left)
+	}
+}
