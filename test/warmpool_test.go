@@ -123,3 +123,51 @@ func TestMCPServeWarmPool(t *testing.T) {
 		t.Fatalf("size 0 prepared containers: %v", left)
 	}
 }
+
+// BenchmarkMCPServeWarmPool is a sandboxed toolpack call through `agentnode
+// mcp serve` with the warm pool (sandbox.warm_pool.size 1, the default:
+// "warm"), the same call with the pool off ("cold", size 0), and a curated
+// tool on the confined host ("host"), side by side in one run: one serve
+// per variant, the same echo tool binary. Reported: the median and 90th
+// percentile of each ("<name>-ms", "<name>-p90-ms") and the ratios of the
+// medians to the host's ("warm/host", "cold/host"). Goal: warm ≤ 2× host.
+func BenchmarkMCPServeWarmPool(b *testing.B) {
+	host := curatedEnv(b)
+	host.cli(b, "config", "set", "guard.rate_limits.mcp-tools", `{"per_minute":1000000,"per_hour":1000000,"burst":1000000}`)
+	sb := sandboxEnv(b)
+	sb.cli(b, "config", "set", "guard.rate_limits.mcp-bench", `{"per_minute":1000000,"per_hour":1000000,"burst":1000000}`)
+	sb.cli(b, "config", "set", "sandbox.warm_pool.size", "0")
+	coldCS, _, coldErr := sb.serve(b, nil)
+	sb.cli(b, "config", "set", "sandbox.warm_pool.size", "1")
+	warmCS, _, warmErr := sb.serve(b, nil)
+	hostCS, _, hostErr := host.serve(b, nil)
+	caller := func(cs *mcp.ClientSession, tool string, stderr *lockedBuffer) func() {
+		return func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"x": 1}})
+			if err != nil || r.IsError || resultText(r) != `{"x":1}` {
+				b.Fatalf("%s: %v %+v\nstderr: %s", tool, err, r, stderr)
+			}
+		}
+	}
+	vs := []variant{
+		{"host", caller(hostCS, "mcp-tools__echo", hostErr)},
+		{"warm", caller(warmCS, "mcp-bench__echo", warmErr)},
+		{"cold", caller(coldCS, "mcp-bench__echo", coldErr)},
+	}
+	// Past the digest cache's settle time (the installed files count as
+	// unchanged only then): a long-running server's steady state.
+	until := time.Now().Add(3 * time.Second)
+	for time.Now().Before(until) {
+		for _, v := range vs {
+			v.call()
+		}
+	}
+	medians := sideBySide(b, vs)
+	b.ReportMetric(medians["warm"]/medians["host"], "warm/host")
+	b.ReportMetric(medians["cold"]/medians["host"], "cold/host")
+	if n := len(warmContainers(sb)); n == 0 {
+		b.Fatal("the warm serve has no prepared container: the pool is not in use")
+	}
+}
