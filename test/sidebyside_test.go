@@ -21,8 +21,8 @@ type variant struct {
 // "<name>-p90-ms"). Medians, not means: one call delayed by
 // the machine moves a mean and not a median. `make bench` (test/benchtable)
 // reads these metrics to print the table of the README's performance
-// section. It returns the medians in milliseconds by name.
-func sideBySide(b *testing.B, vs []variant) map[string]float64 {
+// section.
+func sideBySide(b *testing.B, vs []variant) {
 	b.Helper()
 	for _, v := range vs {
 		v.call() // warm caches (page cache, verdicts, digests)
@@ -37,15 +37,12 @@ func sideBySide(b *testing.B, vs []variant) map[string]float64 {
 		}
 	}
 	b.StopTimer()
-	medians := map[string]float64{}
 	for i, v := range vs {
 		s := slices.Clone(samples[i])
 		slices.Sort(s)
-		medians[v.name] = ms(s[len(s)/2])
-		b.ReportMetric(medians[v.name], v.name+"-ms")
+		b.ReportMetric(ms(s[len(s)/2]), v.name+"-ms")
 		b.ReportMetric(ms(s[(len(s)*9)/10]), v.name+"-p90-ms")
 	}
-	return medians
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -277,8 +277,8 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if req.Warm.Size > 0 {
 		w := b.pool.take(ctx, b, req.Spec)
 		// The next run like this one finds a container ready: prepared
-		// while this one runs.
-		b.pool.fill(b, req.Spec)
+		// once this one is done, not competing with it for the CPU.
+		defer b.pool.fill(b, req.Spec)
 		if w != nil {
 			return b.runBox(ctx, w, req)
 		}

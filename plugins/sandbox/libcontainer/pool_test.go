@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,8 +109,8 @@ func TestWarmPoolServesOnce(t *testing.T) {
 }
 
 // A tool that leaves a file in /tmp and processes behind: the next call,
-// served by a warm container (prepared while the earlier call ran), sees
-// neither. Each call first reports what it sees, then plants both.
+// served by a warm container (prepared right after the earlier call, in
+// the same plugin), sees neither. Each call first reports what it sees, then plants both.
 func TestWarmPoolNothingCarriesOver(t *testing.T) {
 	b, fx := setup(t)
 	closeWarm(t, b)
@@ -239,4 +241,54 @@ func TestConformanceWarm(t *testing.T) {
 	if left := warmLeftovers(b); len(left) > 0 {
 		t.Errorf("prepared containers left: %v", left)
 	}
+}
+
+// BenchmarkWarmPool interleaves, in-process, a run of busybox true taking
+// a prepared container ("warm", the pool given time to prepare it between
+// runs, as between the calls of a client), the same run made cold
+// ("cold"), and an os/exec of the same binary ("os-exec"). Reported: the
+// median of each ("<name>-ms") and warm/cold.
+func BenchmarkWarmPool(b *testing.B) {
+	be, fx := setup(b)
+	b.Cleanup(func() { be.pool.closePool(be) })
+	prefix := fmt.Sprintf("bench-warm-%d", os.Getpid())
+	b.Cleanup(func() { sweep(be, prefix) })
+	runOne := func(s sandbox.Spec) time.Duration {
+		s.RunID = fmt.Sprintf("%s-%d", prefix, benchSeq.Add(1))
+		start := time.Now()
+		resp, err := be.Run(b.Context(), &sandbox.RunRequest{Spec: s})
+		d := time.Since(start)
+		if err != nil || resp.ExitCode != 0 || !resp.CleanupVerified {
+			b.Fatalf("resp %+v, %v", resp, err)
+		}
+		return d
+	}
+	warm := warmSpec(fx, "", 1, time.Minute, "true")
+	cold := spec(fx, "", "true")
+	exe := benchExec(b)
+	runOne(warm)
+	var samples [3][]time.Duration
+	hits := be.pool.hits.Load()
+	for b.Loop() {
+		readyWarm(be, warm) // between calls: not timed
+		samples[0] = append(samples[0], runOne(warm))
+		readyWarm(be, warm) // the next one, prepared before the cold run
+		samples[1] = append(samples[1], runOne(cold))
+		start := time.Now()
+		exe()
+		samples[2] = append(samples[2], time.Since(start))
+	}
+	b.StopTimer()
+	if got := be.pool.hits.Load() - hits; got != int64(len(samples[0])) {
+		b.Fatalf("%d of %d warm runs took a prepared container", got, len(samples[0]))
+	}
+	med := func(s []time.Duration) float64 {
+		slices.Sort(s)
+		return float64(s[len(s)/2].Microseconds()) / 1000
+	}
+	w, c, e := med(samples[0]), med(samples[1]), med(samples[2])
+	b.ReportMetric(w, "warm-ms")
+	b.ReportMetric(c, "cold-ms")
+	b.ReportMetric(e, "os-exec-ms")
+	b.ReportMetric(w/c, "warm/cold")
 }
