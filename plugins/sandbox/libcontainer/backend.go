@@ -304,6 +304,9 @@ type box struct {
 	// streams are known, and its reaper arming (no deadline).
 	pipes *stdiopipe.Pipes
 	armed *reaper.Run
+	// mounted identifies the host paths a prepared box has mounted
+	// (pool.go, hostIDs).
+	mounted []fileID
 }
 
 // createBox makes the container of spec under id: the hardened config, a

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
 	"github.com/agentnode/agentnode/sdk/sandbox/stdiopipe"
 )
 
@@ -43,6 +44,41 @@ import (
 // at once, and orphans.go finds what is left by its owner label, as for
 // any run. Prepared containers have ids of their own (warmPrefix...): the
 // host's run id is not known when they are made.
+
+// A prepared container mounted its host paths (the package, the image's
+// rootfs, the workspace, the egress socket) when it was prepared: a bind
+// mount holds the directory it found, not the path. `agentnode install`
+// replaces a package by renaming a new directory into place, so a run
+// takes a prepared container only while every path still names the file
+// it mounted (hostIDs); the host has just verified what the path names.
+// Otherwise the container is destroyed and the run made cold.
+
+// fileID is a file's identity: device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// hostIDs identifies the host paths spec's container mounts.
+func hostIDs(spec sandbox.Spec) ([]fileID, error) {
+	rootfs, err := imagestore.RootfsDir(spec.ImageStore, spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{rootfs, spec.PackageDir}
+	if spec.Workspace != nil {
+		paths = append(paths, spec.Workspace.Path)
+	}
+	if spec.EgressSocket != "" {
+		paths = append(paths, spec.EgressSocket)
+	}
+	ids := make([]fileID, len(paths))
+	for i, p := range paths {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		ids[i] = fileID{dev: st.Dev, ino: st.Ino}
+	}
+	return ids, nil
+}
 
 // warmPrefix starts the id of every prepared container.
 const warmPrefix = "an-warm-"
@@ -118,10 +154,17 @@ func (p *warmPool) take(ctx context.Context, b *backend, spec sandbox.Spec) *box
 	}
 	select {
 	case <-e.ready:
-		p.bg.Done()
-		if e.box != nil {
-			p.hits.Add(1)
+		if e.box == nil {
+			p.bg.Done()
+			return nil
 		}
+		if ids, err := hostIDs(spec); err != nil || !slices.Equal(ids, e.box.mounted) {
+			// A path now names another file than the one mounted.
+			go func() { defer p.bg.Done(); b.discard(e.box) }()
+			return nil
+		}
+		p.bg.Done()
+		p.hits.Add(1)
 		return e.box
 	case <-ctx.Done():
 		go func() {
@@ -241,6 +284,10 @@ func (b *backend) prepare(spec sandbox.Spec) (*box, error) {
 		return nil, err
 	}
 	id := warmPrefix + hex.EncodeToString(r[:])
+	before, err := hostIDs(spec)
+	if err != nil {
+		return nil, fmt.Errorf("libcontainer: preparing %s: %w", id, err)
+	}
 	x, err := b.createBox(id, spec)
 	if err != nil {
 		return nil, fmt.Errorf("libcontainer: preparing %s: %w", id, err)
@@ -261,6 +308,12 @@ func (b *backend) prepare(spec sandbox.Spec) (*box, error) {
 		return nil, errors.Join(fmt.Errorf("libcontainer: starting %s: %w", id, err), b.teardown(x, armed))
 	}
 	x.pipes, x.armed = pipes, armed
+	// What was mounted is what the paths named before and still name.
+	if after, err := hostIDs(spec); err != nil || !slices.Equal(before, after) {
+		b.discard(x)
+		return nil, fmt.Errorf("libcontainer: preparing %s: a mounted path changed meanwhile (%v)", id, err)
+	}
+	x.mounted = before
 	return x, nil
 }
 

@@ -166,6 +166,61 @@ func TestWarmPoolOtherSpecNeverMatches(t *testing.T) {
 	assertNoLeftovers(t, b, fx, preparedA[0])
 }
 
+// `agentnode install` replaces a package by renaming a new directory into
+// its place: a container prepared with the old one mounted is not used
+// (the run is cold and sees the new package), and it is destroyed.
+func TestWarmPoolPackageReplaced(t *testing.T) {
+	b, fx := setup(t)
+	closeWarm(t, b)
+	dir, err := os.MkdirTemp("", "agentnode-warm-pack-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pack := filepath.Join(dir, "pack")
+	write := func(content string) {
+		t.Helper()
+		if err := os.MkdirAll(pack, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pack, "hello.txt"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("old\n")
+	s := warmSpec(fx, newID(t, b, "warm"), 1, time.Minute, "cat", "/pack/hello.txt")
+	s.PackageDir = pack
+	if _, out, _ := run(t, b, s, nil); out != "old\n" {
+		t.Fatalf("stdout %q", out)
+	}
+	prepared := readyWarm(b, s)
+	if len(prepared) != 1 {
+		t.Fatalf("prepared: %v", prepared)
+	}
+	if err := os.Rename(pack, pack+".old"); err != nil {
+		t.Fatal(err)
+	}
+	write("new\n")
+	s.RunID = newID(t, b, "warm")
+	if _, out, _ := run(t, b, s, nil); out != "new\n" {
+		t.Fatalf("after the package was replaced: stdout %q, want the new package's", out)
+	}
+	if b.pool.hits.Load() != 0 {
+		t.Fatal("a container with the replaced package mounted was used")
+	}
+	b.pool.bg.Wait()
+	assertNoLeftovers(t, b, fx, prepared[0])
+	// Unchanged since: the next run is warm again.
+	readyWarm(b, s)
+	s.RunID = newID(t, b, "warm")
+	if _, out, _ := run(t, b, s, nil); out != "new\n" || b.pool.hits.Load() != 1 {
+		t.Fatalf("stdout %q, warm hits %d", out, b.pool.hits.Load())
+	}
+}
+
 // A prepared container nobody takes is destroyed after the idle time.
 func TestWarmPoolIdle(t *testing.T) {
 	b, fx := setup(t)
@@ -210,6 +265,39 @@ func TestWarmPoolTakeCancelled(t *testing.T) {
 	b.pool.bg.Wait()
 	if left := warmLeftovers(b); len(left) > 0 {
 		t.Fatalf("left after a cancelled take: %v", left)
+	}
+}
+
+// A prepared container whose plugin process died is an orphan like any
+// run's: the next plugin's sweep destroys it and its root.
+func TestWarmPoolOrphanReaped(t *testing.T) {
+	b, fx := setup(t)
+	dead := newBackend(b.log)
+	dead.stateRoot, dead.cgroupParent = b.stateRoot, b.cgroupParent
+	dead.subuidFile, dead.subgidFile = b.subuidFile, b.subgidFile
+	dead.owner = "2147483647:1" // no such process
+	x, err := dead.prepare(spec(fx, "", "sleep", "1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its plugin is "dead": nothing of it acts any more.
+	x.armed.Disarm()
+	x.pipes.Abort()
+	t.Cleanup(func() { forceCleanup(b, x.id); x.slot.release() })
+	if left := warmLeftovers(b); !slices.Contains(left, filepath.Join(b.stateRoot, x.id)) {
+		t.Fatalf("the prepared container is not there: %v", left)
+	}
+	n, err := b.reapOrphans()
+	if err != nil || n < 1 {
+		t.Fatalf("reapOrphans = %d, %v", n, err)
+	}
+	if err := b.reapOrphanRoots(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = x.proc.Wait()
+	assertNoLeftovers(t, b, fx, x.id)
+	if left := warmLeftovers(b); len(left) > 0 {
+		t.Fatalf("left of the orphaned prepared container: %v", left)
 	}
 }
 
