@@ -182,7 +182,8 @@ func (p *warmPool) take(ctx context.Context, b *backend, spec sandbox.Spec) *box
 func (p *warmPool) fill(b *backend, spec sandbox.Spec) {
 	size, idle := spec.Warm.Size, spec.Warm.Idle
 	key := warmKey(spec)
-	if size <= 0 || idle <= 0 || key == "" {
+	// A sealed egress socket is made per run: no later run would match.
+	if size <= 0 || idle <= 0 || key == "" || spec.EgressSocket != "" {
 		return
 	}
 	p.mu.Lock()
