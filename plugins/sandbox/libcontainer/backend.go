@@ -280,6 +280,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		// once this one is done, not competing with it for the CPU.
 		defer b.pool.fill(b, req.Spec)
 		if w != nil {
+			b.log.Debug("run in a prepared container", "run_id", id, "container", w.id)
 			return b.runBox(ctx, w, req)
 		}
 	}

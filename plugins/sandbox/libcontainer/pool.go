@@ -225,7 +225,14 @@ func (p *warmPool) fill(b *backend, spec sandbox.Spec) {
 		defer p.bg.Done()
 		// One at a time: a pool is meant to cost little.
 		for _, e := range fresh {
-			x, err := b.prepare(spec)
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			var x *box
+			var err error
+			if !closed {
+				x, err = b.prepare(spec)
+			}
 			if err != nil {
 				b.log.Warn("preparing a warm container", "error", err)
 			}
