@@ -29,6 +29,7 @@ import (
 	"github.com/agentnode/agentnode/executor/toolpack"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // Registry is every executor of this build, with the host backend's
@@ -44,6 +45,19 @@ func Registry() *plan.Registry {
 		},
 		Host: backend.Host{},
 	}
+}
+
+// WithWarmPool is a copy of reg whose toolpack executor lets the sandbox
+// backend keep warm a pool of prepared sandboxes (`agentnode mcp serve`,
+// sandbox.warm_pool); reg itself is not changed.
+func WithWarmPool(reg *plan.Registry, warm sandbox.WarmPool) *plan.Registry {
+	c := *reg
+	c.Executors = maps.Clone(reg.Executors)
+	if c.Executors == nil {
+		c.Executors = map[string]plan.Executor{}
+	}
+	c.Executors[manifest.TypeToolpack] = toolpack.Executor{Warm: warm}
+	return &c
 }
 
 // WithMCPServers is a copy of reg whose mcp_server executor is servers

@@ -442,3 +442,33 @@ func BenchmarkNodeMCPCall(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNodeMCPServeCall: tools/call to the sandboxed server-memory
+// (libcontainer, the Node image) through one `agentnode mcp serve
+// --package` session, whose server stays up between calls, against the
+// same server run directly by the host's node in one session of the same
+// client, side by side after warm-up (issue goal: ≤ 1.2× at p50).
+func BenchmarkNodeMCPServeCall(b *testing.B) {
+	e := newMCPEnv(b)
+	pkg := nodeSandboxEnv(b, e)
+	ws := workspace(b)
+	through, _, _ := e.serveArgs(b, nil, "--package", "memory-mcp", "--workspace", ws)
+	directWS := workspace(b)
+	direct := directSession(b, pkg, directWS)
+	b.Cleanup(func() { _ = direct.Close() })
+	for _, cs := range []*mcp.ClientSession{through, direct} {
+		directResult(b, cs, "create_entities", memoryEntities)
+	}
+	var want any
+	sideBySide(b, []variant{
+		{"serve-sandboxed", func() {
+			got := directResult(b, through, "read_graph", "{}")
+			if want == nil {
+				want = got
+			} else if !reflect.DeepEqual(got, want) {
+				b.Fatalf("read_graph through serve changed: %v", got)
+			}
+		}},
+		{"direct", func() { directResult(b, direct, "read_graph", "{}") }},
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -19,10 +20,12 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/mcpserve"
 	"github.com/agentnode/agentnode/cmd/agentnode/runtrace"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
+	"github.com/agentnode/agentnode/kernel/config"
 	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 func init() { register(newMCPCmd) }
@@ -118,6 +121,7 @@ func newMCPServeCmd() *cobra.Command {
 				Workspace: workspace,
 				Package:   pkg,
 				Trace:     traceW,
+				WarmPool:  warmPool(dir),
 			})
 			defer srv.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -140,6 +144,18 @@ func newMCPServeCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&traceOn, "trace", false, "print the time of each stage, audit record write, plugin launch and plugin call of every call to stderr, each line prefixed with the call's request id")
 	cmd.Flags().StringVar(&workspace, "workspace", "", "a directory of yours every call may use, as each tool's permissions.filesystem.level grants (workspace_read: read-only; workspace_write, any: read-write)")
 	return cmd
+}
+
+// warmPool is sandbox.warm_pool of the config in home dir, read when
+// serve starts; none when the config cannot be read (every call is then
+// refused anyway).
+func warmPool(dir string) sandbox.WarmPool {
+	c, err := config.Load(home.ConfigPath(dir))
+	if err != nil {
+		return sandbox.WarmPool{}
+	}
+	w := c.Sandbox.WarmPool
+	return sandbox.WarmPool{Size: w.Size, Idle: time.Duration(w.IdleSeconds) * time.Second}
 }
 
 // mcpTrace returns, for `mcp serve --trace`, the plugin host options that

@@ -22,6 +22,8 @@ type Sandbox struct {
 	Name   string
 	Client *sandbox.Client
 	Image  plan.Image
+	// Warm is the warm pool its runs let the backend keep (zero: none).
+	Warm sandbox.WarmPool
 }
 
 // Run runs t; the Exit says whether the backend proved the container gone.
@@ -53,6 +55,7 @@ func (s *Sandbox) Run(ctx context.Context, t *Task) (*Exit, error) {
 			Network:      false,
 			EgressSocket: t.EgressSocket,
 			Workspace:    t.Workspace,
+			Warm:         s.Warm,
 		},
 		Stdin:  stdin,
 		Stdout: stdout,

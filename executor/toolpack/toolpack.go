@@ -15,12 +15,17 @@ import (
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // Executor runs toolpack plans.
 type Executor struct {
 	// backends builds the backend of a plan's placement (nil: backend.For).
 	backends backend.Factory
+	// Warm is the warm pool its sandboxed runs let the backend keep
+	// (sandbox.Spec.Warm): `agentnode mcp serve` sets it; zero for a
+	// one-shot run, which prepares nothing.
+	Warm sandbox.WarmPool
 }
 
 // Execute runs p's tool with p's input where p's placement put it, on the
@@ -30,6 +35,9 @@ func (e Executor) Execute(ctx context.Context, p *plan.Plan, out *plan.Outcome) 
 	b, err := e.backends.Build(p)
 	if err != nil {
 		return err
+	}
+	if s, ok := b.(*backend.Sandbox); ok {
+		s.Warm = e.Warm
 	}
 	stdin, err := toolio.EncodeRequest(p.Tool.Name, p.Input)
 	if err != nil {

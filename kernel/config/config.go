@@ -132,9 +132,17 @@ type Sandbox struct {
 	NodeImage string `json:"node_image,omitempty"`
 	// PythonInstallerImage and NodeInstallerImage pin the images `agentnode install`
 	// resolves Python (cmd/agentnode/pydeps) and npm (npmdeps) dependencies in; "" when none.
-	PythonInstallerImage string `json:"python_installer_image,omitempty"`
-	NodeInstallerImage   string `json:"node_installer_image,omitempty"`
-	Limits               Limits `json:"limits"`
+	PythonInstallerImage string   `json:"python_installer_image,omitempty"`
+	NodeInstallerImage   string   `json:"node_installer_image,omitempty"`
+	Limits               Limits   `json:"limits"`
+	WarmPool             WarmPool `json:"warm_pool"`
+}
+
+// WarmPool is sandbox.warm_pool: prepared sandboxes `mcp serve` lets the
+// backend keep (Size 0: none); a one-shot run never prepares any.
+type WarmPool struct {
+	Size        int   `json:"size"`
+	IdleSeconds int64 `json:"idle_seconds"`
 }
 
 // Limits are the per-run resource limits of the sandbox.
@@ -319,6 +327,7 @@ func Defaults() *Config {
 				TimeoutSeconds: 120,
 				TmpSize:        "64m",
 			},
+			WarmPool: WarmPool{Size: 1, IdleSeconds: 60},
 		},
 		Guard: Guard{
 			Read:          Allow,

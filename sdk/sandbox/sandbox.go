@@ -119,6 +119,19 @@ type Spec struct {
 	// read-only unless Writable) and makes it the process's working
 	// directory (profile.ForRun). Nil: no host directory but the package.
 	Workspace *Workspace
+	// Warm lets the backend keep prepared sandboxes for runs like this
+	// one (WarmPool); the zero value (a one-shot host) prepares nothing.
+	Warm WarmPool
+}
+
+// WarmPool is what a long-lived host (`agentnode mcp serve`) lets a
+// backend keep ready for its next runs: up to Size sandboxes prepared
+// for a run's spec (every field but RunID, Timeout and Warm equal), each
+// serving one run at most, destroyed after Idle unused. A backend without
+// a pool ignores it (only libcontainer has one).
+type WarmPool struct {
+	Size int
+	Idle time.Duration
 }
 
 // Workspace is a host directory granted to one run (Spec.Workspace).
@@ -254,6 +267,8 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 		Network:      s.Network,
 		EgressSocket: s.EgressSocket,
 		Workspace:    workspaceToProto(s.Workspace),
+		WarmPoolSize: int32(min(max(s.Warm.Size, 0), math.MaxInt32)),
+		WarmIdleMs:   timeoutToMillis(max(s.Warm.Idle, 0)),
 	}, nil
 }
 
@@ -269,6 +284,15 @@ func workspaceFromProto(w *pb.Workspace) *Workspace {
 		return nil
 	}
 	return &Workspace{Path: w.GetPath(), Writable: w.GetWritable()}
+}
+
+// warmFromProto is the pool a spec allows: none when either number is
+// not positive.
+func warmFromProto(size int32, idleMs int64) WarmPool {
+	if size <= 0 || idleMs <= 0 || idleMs > math.MaxInt64/int64(time.Millisecond) {
+		return WarmPool{}
+	}
+	return WarmPool{Size: int(size), Idle: time.Duration(idleMs) * time.Millisecond}
 }
 
 func specFromProto(p *pb.RunSpec) (Spec, error) {
@@ -294,6 +318,7 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 		Network:      p.GetNetwork(),
 		EgressSocket: p.GetEgressSocket(),
 		Workspace:    workspaceFromProto(p.GetWorkspace()),
+		Warm:         warmFromProto(p.GetWarmPoolSize(), p.GetWarmIdleMs()),
 	}, nil
 }
 

@@ -276,6 +276,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		ImageStore:   "/var/lib/agentnode/images",
 		EgressSocket: "/run/agentnode/egress/run-42.sock",
 		Workspace:    &sandbox.Workspace{Path: "/home/u/project", Writable: true},
+		Warm:         sandbox.WarmPool{Size: 2, Idle: 60 * time.Second},
 	}
 	if _, err := c.Run(t.Context(), &sandbox.RunRequest{Spec: spec}); err != nil {
 		t.Fatal(err)
@@ -296,6 +297,17 @@ func TestSpecRoundTrip(t *testing.T) {
 	impl.mu.Unlock()
 	if got.Workspace != nil {
 		t.Fatalf("backend got workspace %+v, want none", got.Workspace)
+	}
+	// A pool without an idle time is no pool.
+	spec.Warm = sandbox.WarmPool{Size: 3}
+	if _, err := c.Run(t.Context(), &sandbox.RunRequest{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	impl.mu.Lock()
+	got = impl.spec
+	impl.mu.Unlock()
+	if got.Warm != (sandbox.WarmPool{}) {
+		t.Fatalf("backend got warm pool %+v, want none", got.Warm)
 	}
 
 	// Sub-millisecond timeouts round up, never down to "none".

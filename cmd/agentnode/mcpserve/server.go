@@ -23,6 +23,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox"
 )
 
 // Options configure a Server.
@@ -64,6 +65,9 @@ type Options struct {
 	// (runtrace.Launches); the calls to plugins are recorded in the
 	// trace of the call that makes them.
 	Trace io.Writer
+	// WarmPool is the warm pool of prepared sandboxes toolpack calls let
+	// the sandbox backend keep (sandbox.warm_pool; zero: none).
+	WarmPool sandbox.WarmPool
 }
 
 // Server is a long-lived MCP server over the kernel. Create it with New,
@@ -106,6 +110,9 @@ func New(opts Options) *Server {
 	var executors *plan.Registry
 	if opts.Kernel.Executors != nil {
 		executors = executor.WithMCPServers(opts.Kernel.Executors, servers)
+		if opts.WarmPool.Size > 0 {
+			executors = executor.WithWarmPool(executors, opts.WarmPool)
+		}
 	}
 	s := &Server{
 		opts: opts,

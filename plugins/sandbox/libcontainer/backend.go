@@ -76,6 +76,9 @@ type backend struct {
 	// reaper kills and destroys a run's container should this process
 	// die mid-run, or hang past the run's deadline (sdk/sandbox/reaper).
 	reaper *reaper.Reaper
+	// pool holds containers prepared for the next runs of a long-lived
+	// host (pool.go).
+	pool warmPool
 
 	rootOnce sync.Once
 	rootErr  error
@@ -257,6 +260,9 @@ func validateRunID(id string) error {
 
 // Run runs req in a fresh container, enforces its timeout and ctx, and
 // always destroys the container and proves it is gone before returning.
+// The container is one prepared for req's spec (pool.go) when the host
+// allows a warm pool and one is ready, a new one otherwise; either serves
+// this run only.
 func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandbox.RunResponse, err error) {
 	if req == nil {
 		return nil, errors.New("libcontainer: nil RunRequest")
@@ -265,68 +271,104 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	if err := validateRunID(id); err != nil {
 		return nil, err
 	}
-	// The unpacked rootfs of the image the host verified in its store.
-	rootfs, err := imagestore.RootfsDir(req.ImageStore, req.Image)
-	if err != nil {
-		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, context.Cause(ctx))
 	}
-	config, proc, err := b.configure(req.Spec)
+	if req.Warm.Size > 0 {
+		w := b.pool.take(ctx, b, req.Spec)
+		// The next run like this one finds a container ready: prepared
+		// once this one is done, not competing with it for the CPU.
+		defer b.pool.fill(b, req.Spec)
+		if w != nil {
+			b.log.Debug("run in a prepared container", "run_id", id, "container", w.id)
+			return b.runBox(ctx, w, req)
+		}
+	}
+	box, err := b.createBox(id, req.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
-	if req.EgressSocket != "" {
+	return b.runBox(ctx, box, req)
+}
+
+// box is one container made for one run: created, and when prepared
+// (pool.go) started up to the exec of the tool.
+type box struct {
+	id        string // the container's id: the run's, or a prepared one's
+	container *libcontainer.Container
+	proc      *libcontainer.Process
+	slot      *idSlot
+	root      *runRoot
+	rootfs    string
+	baseline  int
+	// Set on a prepared box: its stdio pipes, made before its run's
+	// streams are known, and its reaper arming (no deadline).
+	pipes *stdiopipe.Pipes
+	armed *reaper.Run
+	// mounted identifies the host paths a prepared box has mounted
+	// (pool.go, hostIDs).
+	mounted []fileID
+}
+
+// createBox makes the container of spec under id: the hardened config, a
+// user namespace on a free slot of ids, the run's own root, the
+// libcontainer container. On error nothing of it is left.
+func (b *backend) createBox(id string, spec sandbox.Spec) (_ *box, err error) {
+	// The unpacked rootfs of the image the host verified in its store.
+	rootfs, err := imagestore.RootfsDir(spec.ImageStore, spec.Image)
+	if err != nil {
+		return nil, err
+	}
+	spec.RunID = id
+	config, proc, err := b.configure(spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.EgressSocket != "" {
 		if err := checkEgressImage(rootfs); err != nil {
-			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+			return nil, err
 		}
 	}
 	if err := b.ensureStateRoot(); err != nil {
-		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		return nil, err
 	}
 	// Its own user namespace, on a slot of ids no other live run holds
 	// (userns.go); without the reservation nothing runs.
 	slot, err := b.userNamespace(config)
 	if err != nil {
-		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		return nil, err
 	}
-	// Released once the container is proven gone; should that fail, held
-	// until this process ends, so no other run is given the ids of one
-	// that may still live.
-	keepSlot := false
 	defer func() {
-		if !keepSlot {
+		if err != nil {
 			slot.release()
 		}
 	}()
 	baseline, err := countMountsUnder(rootfs)
 	if err != nil {
-		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		return nil, err
 	}
 	// The run's own root (workspace.go): one container root can pass to,
 	// and with a workspace one that has its mount point.
 	var wsPath string
-	if req.Workspace != nil && b.rootless {
-		return nil, fmt.Errorf("libcontainer: run %s: %w", id, errRootlessWorkspace)
+	if spec.Workspace != nil && b.rootless {
+		return nil, errRootlessWorkspace
 	}
-	if req.Workspace != nil {
-		if err := profile.CheckWorkspace(*req.Workspace); err != nil {
-			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	if spec.Workspace != nil {
+		if err := profile.CheckWorkspace(*spec.Workspace); err != nil {
+			return nil, err
 		}
-		wsPath = req.Workspace.Path
+		wsPath = spec.Workspace.Path
 		if err := idmapWorkspace(config, wsPath, slot); err != nil {
-			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+			return nil, err
 		}
 	}
 	var root *runRoot
 	if (slot != nil && !slot.rootless) || wsPath != "" {
 		if root, err = b.makeRunRoot(id, rootfs, wsPath); err != nil {
-			return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+			return nil, err
 		}
 		config.Rootfs = root.merged
 	}
-
 	container, err := libcontainer.Create(b.stateRoot, id, config)
 	if err != nil {
 		if rerr := root.remove(); rerr != nil {
@@ -334,25 +376,41 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		}
 		if errors.Is(err, libcontainer.ErrExist) {
 			// Someone else's container: never touch it.
-			return nil, fmt.Errorf("libcontainer: run id %s is already in use: %w", id, err)
+			return nil, fmt.Errorf("run id %s is already in use: %w", id, err)
 		}
-		return nil, fmt.Errorf("libcontainer: creating container %s: %w", id, err)
+		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
+	return &box{id: id, container: container, proc: proc, slot: slot, root: root, rootfs: rootfs, baseline: baseline}, nil
+}
 
-	// From here on the container is always destroyed and its removal
-	// proven, also when execute fails or panics.
+// teardown destroys x's container and its root and proves them gone, then
+// releases its slot of ids. When that proof fails the slot is held until
+// this process ends (no other run is given the ids of one that may still
+// live) and the reaper keeps the container, to try again then.
+func (b *backend) teardown(x *box, armed *reaper.Run) error {
+	err := b.destroyAndVerify(x.container, x.id, x.rootfs, x.baseline)
+	if err == nil {
+		err = x.root.remove()
+	}
+	if err != nil {
+		b.log.Error("container cleanup not verified", "run_id", x.id, "error", err)
+		return err
+	}
+	armed.Disarm()
+	x.slot.release()
+	return nil
+}
+
+// runBox runs req in x, then always destroys x and proves it gone, also
+// when execute fails or panics.
+func (b *backend) runBox(ctx context.Context, x *box, req *sandbox.RunRequest) (resp *sandbox.RunResponse, err error) {
 	var pipes *stdiopipe.Pipes
 	var armed *reaper.Run
 	defer func() {
-		cleanErr := b.destroyAndVerify(container, id, rootfs, baseline)
-		if cleanErr == nil {
-			cleanErr = root.remove()
+		if armed == nil {
+			armed = x.armed // a prepared box whose run never started
 		}
-		if cleanErr == nil {
-			// Proven gone. Otherwise the reaper keeps it and tries
-			// again when this process exits.
-			armed.Disarm()
-		}
+		cleanErr := b.teardown(x, armed)
 		if pipes != nil {
 			if werr := pipes.Wait(ioGrace); werr != nil && err == nil {
 				err = werr
@@ -360,8 +418,6 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 		}
 		switch {
 		case cleanErr != nil:
-			keepSlot = true
-			b.log.Error("container cleanup not verified", "run_id", id, "error", cleanErr)
 			resp, err = nil, errors.Join(err, cleanErr)
 		case err != nil:
 			resp = nil
@@ -369,7 +425,7 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 			resp.CleanupVerified = true
 		}
 	}()
-	resp, pipes, armed, err = b.execute(ctx, container, proc, req)
+	resp, pipes, armed, err = b.execute(ctx, x, req)
 	return resp, err
 }
 
@@ -463,25 +519,31 @@ func (b *backend) ensureStateRoot() error {
 	return b.rootErr
 }
 
-// execute starts proc in container, wires its stdio and waits for it to
-// end, killing it on timeout, cancellation or an output failure. It returns
-// the copiers still draining output; the caller waits for them after the
-// container is destroyed.
-func (b *backend) execute(ctx context.Context, container *libcontainer.Container, proc *libcontainer.Process, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdiopipe.Pipes, *reaper.Run, error) {
-	id := req.RunID
-	pipes, err := stdiopipe.New(req.Stdin, req.Stdout, req.Stderr)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+// execute starts the tool in x (a prepared box: lets it exec), wires its
+// stdio and waits for it to end, killing it on timeout, cancellation or an
+// output failure. It returns the copiers still draining output; the caller
+// waits for them after the container is destroyed.
+func (b *backend) execute(ctx context.Context, x *box, req *sandbox.RunRequest) (*sandbox.RunResponse, *stdiopipe.Pipes, *reaper.Run, error) {
+	id, container, proc := req.RunID, x.container, x.proc
+	pipes := x.pipes
+	if pipes != nil {
+		pipes.Attach(req.Stdin, req.Stdout, req.Stderr)
+	} else {
+		var err error
+		if pipes, err = stdiopipe.New(req.Stdin, req.Stdout, req.Stderr); err != nil {
+			return nil, nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+		}
+		attachStdio(pipes, proc)
 	}
-	attachStdio(pipes, proc)
 	// Before the process starts, the reaper learns of it: should this
 	// process die from here on, the container is killed and destroyed at
 	// once, and should it hang, killed Grace after the deadline.
-	armed, err := b.reaper.Arm(reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: id, Owner: b.owner}, req.Timeout)
+	armed, err := b.reaper.Arm(reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: x.id, Owner: b.owner}, req.Timeout)
 	if err != nil {
 		pipes.Abort()
 		return nil, nil, nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
 	}
+	x.armed.Disarm() // a prepared box's arming without a deadline: replaced
 	// The timeout counts from here, before the start, as the reaper's
 	// deadline does.
 	var timeout <-chan time.Time
@@ -490,7 +552,11 @@ func (b *backend) execute(ctx context.Context, container *libcontainer.Container
 		defer t.Stop()
 		timeout = t.C
 	}
-	if err := container.Run(proc); err != nil {
+	start := func() error { return container.Run(proc) }
+	if x.pipes != nil {
+		start = container.Exec
+	}
+	if err := start(); err != nil {
 		pipes.Abort()
 		return nil, nil, armed, fmt.Errorf("libcontainer: starting run %s: %w", id, err)
 	}

@@ -96,4 +96,7 @@ func main() {
 		}
 	}()
 	sandbox.Serve(info(), b)
+	// The host stopped this plugin: no prepared container outlives it
+	// (should it die instead, the reaper destroys them).
+	b.pool.closePool(b)
 }

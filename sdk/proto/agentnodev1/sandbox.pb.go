@@ -355,7 +355,14 @@ type RunSpec struct {
 	ImageStore string `protobuf:"bytes,12,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
 	// The user's workspace directory (`--workspace`), when the run was
 	// granted it; absent otherwise.
-	Workspace     *Workspace `protobuf:"bytes,13,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Workspace *Workspace `protobuf:"bytes,13,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// Prepared sandboxes the backend may keep for runs with this spec (all
+	// but run_id, timeout_ms and these two fields equal): a long-lived host
+	// (`agentnode mcp serve`) sets them; 0 (the default) prepares nothing.
+	// Each prepared sandbox serves one run at most and is destroyed after
+	// warm_idle_ms unused. A backend without a pool ignores them.
+	WarmPoolSize  int32 `protobuf:"varint,14,opt,name=warm_pool_size,json=warmPoolSize,proto3" json:"warm_pool_size,omitempty"`
+	WarmIdleMs    int64 `protobuf:"varint,15,opt,name=warm_idle_ms,json=warmIdleMs,proto3" json:"warm_idle_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -465,6 +472,20 @@ func (x *RunSpec) GetWorkspace() *Workspace {
 		return x.Workspace
 	}
 	return nil
+}
+
+func (x *RunSpec) GetWarmPoolSize() int32 {
+	if x != nil {
+		return x.WarmPoolSize
+	}
+	return 0
+}
+
+func (x *RunSpec) GetWarmIdleMs() int64 {
+	if x != nil {
+		return x.WarmIdleMs
+	}
+	return 0
 }
 
 // A host directory mounted at the same absolute path inside the container
@@ -850,7 +871,7 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xed\x02\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xb5\x03\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -865,7 +886,10 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\regress_socket\x18\v \x01(\tR\fegressSocket\x12\x1f\n" +
 	"\vimage_store\x18\f \x01(\tR\n" +
 	"imageStore\x125\n" +
-	"\tworkspace\x18\r \x01(\v2\x17.agentnode.v1.WorkspaceR\tworkspaceJ\x04\b\t\x10\n" +
+	"\tworkspace\x18\r \x01(\v2\x17.agentnode.v1.WorkspaceR\tworkspace\x12$\n" +
+	"\x0ewarm_pool_size\x18\x0e \x01(\x05R\fwarmPoolSize\x12 \n" +
+	"\fwarm_idle_ms\x18\x0f \x01(\x03R\n" +
+	"warmIdleMsJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
 	"\x10\v\";\n" +
 	"\tWorkspace\x12\x12\n" +

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +67,29 @@ func New(stdin io.Reader, stdout, stderr io.Writer) (*Pipes, error) {
 		return nil, fmt.Errorf("stdio pipes: %w", err)
 	}
 	return p, nil
+}
+
+// NewDeferred creates all three pipes before the caller's streams are
+// known: for a process started ahead of the run it will serve (a prepared
+// sandbox, whose stdio is fixed when it is created). Attach gives the
+// streams before Start.
+func NewDeferred() (*Pipes, error) {
+	return New(strings.NewReader(""), io.Discard, io.Discard)
+}
+
+// Attach sets the caller's streams of pipes made by NewDeferred; call it
+// once, before Start. A nil stdin is empty and nil stdout or stderr is
+// discarded (their pipes exist already).
+func (p *Pipes) Attach(stdin io.Reader, stdout, stderr io.Writer) {
+	if stdin != nil {
+		p.stdin = stdin
+	}
+	if stdout != nil {
+		p.stdout = stdout
+	}
+	if stderr != nil {
+		p.stderr = stderr
+	}
 }
 
 // ChildStdin is the process's end of the stdin pipe, nil when there is no

@@ -275,3 +275,52 @@ func TestNothingWrittenAfterWait(t *testing.T) {
 		t.Fatalf("%d writes after Wait returned (%d started)", late, w.writes.Load()-n)
 	}
 }
+
+// A deferred pipe set has all three child ends before the streams are
+// known; the streams attached later are the ones copied, and nil ones are
+// an empty stdin and discarded output.
+func TestDeferredAttach(t *testing.T) {
+	p, err := stdiopipe.NewDeferred()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cin, cout, cerr := child(t, p.ChildStdin()), child(t, p.ChildStdout()), child(t, p.ChildStderr())
+	var stdout syncBuffer
+	p.Attach(strings.NewReader("input of this run"), &stdout, nil)
+	p.Start()
+	_, err = io.Copy(cout, cin)
+	if err == nil {
+		_, err = io.WriteString(cerr, "dropped\n")
+	}
+	cin.Close()
+	cout.Close()
+	cerr.Close()
+	if err != nil {
+		t.Fatalf("tool: %v", err)
+	}
+	p.CloseStdin()
+	if err := p.Wait(time.Second); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got := stdout.String(); got != "input of this run" {
+		t.Errorf("stdout = %q", got)
+	}
+
+	// Nothing attached: the tool reads EOF at once.
+	q, err := stdiopipe.NewDeferred()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qin := child(t, q.ChildStdin())
+	q.Attach(nil, nil, nil)
+	q.Start()
+	b, err := io.ReadAll(qin)
+	qin.Close()
+	if err != nil || len(b) != 0 {
+		t.Errorf("stdin with nothing attached: %q, %v", b, err)
+	}
+	q.CloseStdin()
+	if err := q.Wait(time.Second); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+}
