@@ -207,7 +207,7 @@ func (k *Kernel) verdicts() *validcache.Cache {
 // store is the package store, remembering validated manifests and the
 // digests of installed files (kernel/hashcache).
 func (k *Kernel) store() *store.Store {
-	hashes := hashcache.Open(filepath.Join(home.StateDir(k.HomeDir), store.HashCacheFile))
+	hashes := hashcache.Shared(filepath.Join(home.StateDir(k.HomeDir), store.HashCacheFile))
 	return store.Open(home.PackagesDir(k.HomeDir)).WithVerdicts(k.verdicts()).WithHashes(hashes)
 }
 

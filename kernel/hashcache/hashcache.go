@@ -92,6 +92,18 @@ type Cache struct {
 // the first lookup.
 func Open(path string) *Cache { return &Cache{path: path} }
 
+// shared holds the process's caches by file (Shared).
+var shared sync.Map
+
+// Shared returns the process's one Cache for the file at path, so that a
+// long-lived process (mcp serve) parses the file once, not before every
+// run. Its entries stay exact: each is used only while the file's stamps
+// match, and Flush merges what other processes wrote.
+func Shared(path string) *Cache {
+	c, _ := shared.LoadOrStore(path, Open(path))
+	return c.(*Cache)
+}
+
 // Path is the cache's file.
 func (c *Cache) Path() string { return c.path }
 

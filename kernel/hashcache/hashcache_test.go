@@ -247,3 +247,41 @@ func TestFormatRoundTripAndRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestShared: one Cache per file in a process, and a file changed after a
+// shared cache recorded it is still hashed again.
+func TestShared(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if Shared(a) != Shared(a) || Shared(a) == Shared(b) || Shared(a) == Open(a) {
+		t.Fatal("Shared must give one cache per path, apart from Open's")
+	}
+	f := filepath.Join(dir, "f")
+	if err := os.WriteFile(f, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := stampOf(t, f)
+	Shared(a).Add(f, st, st, time.Unix(0, st.CtimeNS).Add(Settle), []byte("0123456789abcdef0123456789abcdef"))
+	if _, ok := Shared(a).Lookup(f, st); !ok {
+		t.Fatal("the shared cache lost its entry")
+	}
+	if err := os.WriteFile(f, []byte("three"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Shared(a).Lookup(f, stampOf(t, f)); ok {
+		t.Fatal("a changed file matched the shared cache's entry")
+	}
+}
+
+func stampOf(t *testing.T, name string) Stamp {
+	t.Helper()
+	fi, err := os.Lstat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := StampOf(fi)
+	if !ok {
+		t.Fatal("no stamp")
+	}
+	return st
+}

@@ -60,7 +60,7 @@ func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile) error {
 		return reason.New(reason.ImageDigestMismatch, "rootfs %s was unpacked from layers %v, the image has %v",
 			dir, m.DiffIDs, cfg.RootFS.DiffIDs)
 	}
-	tree, err := TreeHash(dir, hashcache.Open(HashCachePath(homeDir, mhex)))
+	tree, err := TreeHash(dir, hashcache.Shared(HashCachePath(homeDir, mhex)))
 	if err != nil {
 		return reason.New(reason.ImageDigestMismatch, "rootfs %s: %w", dir, err)
 	}
