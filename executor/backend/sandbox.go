@@ -22,6 +22,8 @@ type Sandbox struct {
 	Name   string
 	Client *sandbox.Client
 	Image  plan.Image
+	// Runtime is the runtime placement chose (Spec.Runtime).
+	Runtime string
 }
 
 // Run runs t; the Exit says whether the backend proved the container gone.
@@ -53,6 +55,7 @@ func (s *Sandbox) Run(ctx context.Context, t *Task) (*Exit, error) {
 			Network:      false,
 			EgressSocket: t.EgressSocket,
 			Workspace:    t.Workspace,
+			Runtime:      s.Runtime,
 		},
 		Stdin:  stdin,
 		Stdout: stdout,

@@ -134,6 +134,10 @@ type Sandbox struct {
 	// Python dependencies in (cmd/agentnode/pydeps); "" when none was built.
 	PythonInstallerImage string `json:"python_installer_image,omitempty"`
 	Limits               Limits `json:"limits"`
+	// Runtime and RuntimeByTrust (per trust tier) choose native or gvisor
+	// for sandboxed runs (sdk/sandbox.RuntimeFor); empty: native.
+	Runtime        string            `json:"runtime,omitempty"`
+	RuntimeByTrust map[string]string `json:"runtime_by_trust,omitempty"`
 }
 
 // Limits are the per-run resource limits of the sandbox.
