@@ -81,6 +81,11 @@ type Config struct {
 	// host uid 1000): the userns-* checks then report "not applicable"
 	// (skipped, loudly). Empty: they must pass.
 	NoUserNamespace string
+	// Runtime is Spec.Runtime and AvailabilityRequest.Runtime of every run
+	// ("" is native). Under sandbox.RuntimeGVisor the checks that read
+	// host-kernel facts expect what gVisor shows, and the gvisor-* checks
+	// prove the second kernel; otherwise those report "not applicable".
+	Runtime string
 }
 
 func (c Config) withDefaults() Config {
@@ -259,7 +264,7 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(tb.Context(), 2*time.Minute)
 	defer cancel()
-	av, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: cfg.Image, ImageStore: cfg.ImageStore})
+	av, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: cfg.Image, ImageStore: cfg.ImageStore, Runtime: cfg.Runtime})
 	if err != nil {
 		return nil, fmt.Errorf("sandboxtest: availability: %w", err)
 	}
@@ -514,6 +519,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 			Timeout:      timeout,
 			EgressSocket: sock,
 			Workspace:    o.workspace,
+			Runtime:      h.cfg.Runtime,
 		},
 		Stdin:  o.stdin,
 		Stdout: stdout,
