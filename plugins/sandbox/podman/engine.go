@@ -140,7 +140,7 @@ func (e *engine) globalArgs() []string {
 		// loopback), as podman's --network none asks; without it runsc
 		// refuses the container.
 		return []string{
-			"--runtime", "runsc", "--runtime-flag", "network=none",
+			"--runtime", "runsc", "--runtime-flag", "network=none", "--runtime-flag", "oci-seccomp", "--runtime-flag", "host-uds=open",
 			"--cgroup-manager", "cgroupfs", "--events-backend", "none", "--log-level", "error",
 		}
 	}

@@ -67,8 +67,9 @@ func listenerCheck(name, what string, l func(h *harness) (*countingListener, []s
 
 // checks is the suite, in the order Run runs it: the core checks, then
 // those of sealed egress (egress.go), then those of a workspace
-// (workspace.go), then those of the user namespace (userns.go).
-var checks = slices.Concat(coreChecks, egressChecks, workspaceChecks, usernsChecks)
+// (workspace.go), then those of the user namespace (userns.go), then those
+// of gVisor's second kernel (gvisor.go).
+var checks = slices.Concat(coreChecks, egressChecks, workspaceChecks, usernsChecks, gvisorChecks)
 
 // coreChecks are the checks of every run, in the order Run runs them: the
 // run protocol first (everything else relies on it), the slow and

@@ -246,6 +246,9 @@ type harness struct {
 	suiteStart string
 	initStart  string
 	abiHost    map[string]string // foreign ABI (int80, x32) → the host kernel's answer, a probe outcome token
+	// hostVersion and hostENOSYS are the host kernel's /proc/version and
+	// its answers to the ENOSYS candidates (gvisor.go).
+	hostVersion, hostENOSYS string
 
 	egress *egressServer // Spec.EgressSocket of egress runs
 
@@ -256,6 +259,15 @@ type harness struct {
 	leftoverWait time.Duration // leftoverWait; the suite's own tests shorten it
 
 	runs atomic.Int64
+}
+
+// env is Spec.Env of a run: passedEnv, and the runtime for the probe.
+func (h *harness) env() []string {
+	env := append([]string(nil), passedEnv...)
+	if h.cfg.Runtime != "" {
+		env = append(env, runtimeEnv+"="+h.cfg.Runtime)
+	}
+	return env
 }
 
 // newHarness checks that b is available, builds the package directory and
@@ -296,6 +308,7 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	}
 	// The control of the foreign-ABI checks: what this host's kernel does
 	// with them, without a sandbox.
+	h.measureHostKernel(ctx, probe)
 	h.abiHost = map[string]string{}
 	for _, abi := range []string{"int80", "x32"} {
 		h.abiHost[abi] = hostABIOutcome(ctx, probe, abi)
@@ -514,7 +527,7 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 			PackageDir:   h.pack,
 			ImageStore:   h.cfg.ImageStore,
 			Args:         append([]string{argv0}, o.args...),
-			Env:          append([]string(nil), passedEnv...),
+			Env:          h.env(),
 			Limits:       limits,
 			Timeout:      timeout,
 			EgressSocket: sock,
