@@ -1,11 +1,11 @@
 package main
 
 import (
-	"errors"
-	"strconv"
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
