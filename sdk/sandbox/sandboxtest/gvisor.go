@@ -6,7 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fscommon"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 )
@@ -50,4 +56,74 @@ func (h *harness) measureHostKernel(ctx context.Context, probe string) {
 		return
 	}
 	h.hostENOSYS = strings.TrimSpace(string(out))
+}
+
+// gvisorSandboxes lists the host processes of gVisor sandboxes: runsc's
+// "runsc-sandbox" (the Sentry), which runs every task of its sandbox, in
+// the sandbox's cgroups.
+func gvisorSandboxes() map[int]bool {
+	out := map[int]bool{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.HasPrefix(cmd, []byte("runsc-sandbox\x00")) {
+			out[pid] = true
+		}
+	}
+	return out
+}
+
+// newGVisorSandbox is the one gVisor sandbox started since before (a
+// gvisorSandboxes result): the run's, or 0 with the reason when there is
+// not exactly one.
+func newGVisorSandbox(before map[int]bool) (int, string) {
+	var fresh []int
+	for pid := range gvisorSandboxes() {
+		if !before[pid] {
+			fresh = append(fresh, pid)
+		}
+	}
+	if len(fresh) != 1 {
+		return 0, fmt.Sprintf("%d gVisor sandboxes (runsc-sandbox) started during the run, not exactly one: %v", len(fresh), fresh)
+	}
+	return fresh[0], ""
+}
+
+// cgroupCPUUsage is the CPU time all processes of pid's cgroup have used:
+// cpuacct.usage (cgroup v1) or cpu.stat usage_usec (v2). Under gVisor the
+// tasks' own accounting (getrusage inside) is the Sentry's view, not the
+// host's: the host's cgroup says what the sandbox really got.
+func cgroupCPUUsage(pid int) (time.Duration, error) {
+	paths, err := cgroups.ParseCgroupFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return 0, fmt.Errorf("reading the cgroups of pid %d: %w", pid, err)
+	}
+	if p, ok := paths["cpuacct"]; ok {
+		mnt, root, err := cgroups.FindCgroupMountpointAndRoot("", "cpuacct")
+		if err != nil {
+			return 0, fmt.Errorf("finding the cpuacct hierarchy: %w", err)
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return 0, fmt.Errorf("the cpuacct cgroup %s of pid %d is outside %s", p, pid, mnt)
+		}
+		ns, err := fscommon.GetCgroupParamUint(filepath.Join(mnt, rel), "cpuacct.usage")
+		return time.Duration(ns), err
+	}
+	if p, ok := paths[""]; ok {
+		mnt := cgroupRoot
+		if !cgroups.IsCgroup2UnifiedMode() {
+			mnt = filepath.Join(cgroupRoot, "unified")
+		}
+		us, err := fscommon.GetValueByKey(filepath.Join(mnt, p), "cpu.stat", "usage_usec")
+		return time.Duration(us) * time.Microsecond, err
+	}
+	return 0, fmt.Errorf("pid %d is in no cgroup of the cpuacct controller", pid)
 }
