@@ -127,3 +127,117 @@ func cgroupCPUUsage(pid int) (time.Duration, error) {
 	}
 	return 0, fmt.Errorf("pid %d is in no cgroup of the cpuacct controller", pid)
 }
+
+// checkPids is pids-limit: the probe's fork bomb must stop at Limits.Pids.
+// Under gVisor (its ptrace platform) every address space the bomb makes
+// costs host tasks of the Sentry, in the sandbox's pids cgroup; when that
+// cgroup is full the Sentry cannot start one and dies, taking the sandbox
+// with it, before the probe can report. So under gVisor the suite watches
+// the run's Sentry on the host and also passes a run that ended by itself
+// (not timed out, cleanup verified) with no result when the Sentry's pids
+// cgroup had pids.max = Limits.Pids and counted the limit being hit
+// (pids.events max > 0): the limit held, on the host.
+func checkPids(ctx context.Context, h *harness) outcome {
+	const name = "pids-limit"
+	opts := runOpts{args: []string{name, itoa(h.cfg.Limits.Pids)}}
+	if h.cfg.Runtime != sandbox.RuntimeGVisor {
+		return judge(name, h.exec(ctx, name, opts), false)
+	}
+	before := gvisorSandboxes()
+	stop := make(chan struct{})
+	seen := make(chan pidsWatch, 1)
+	go func() { seen <- watchGVisorPids(before, stop) }()
+	r := h.exec(ctx, name, opts)
+	close(stop)
+	w := <-seen
+	if _, found := parseResult(r.stdout.bytes(), name); found || r.err != nil || len(r.leftovers)+len(r.traces) > 0 {
+		return judge(name, r, false)
+	}
+	switch {
+	case r.resp.TimedOut || !r.resp.CleanupVerified:
+		return fail("the probe printed no result and the run did not end by itself: %s", r.describe())
+	case w.err != "":
+		return fail("the probe printed no result (%s) and the suite could not read the gVisor sandbox's pids cgroup: %s", r.describe(), w.err)
+	case w.max != h.cfg.Limits.Pids:
+		return fail("the probe printed no result (%s); the gVisor sandbox's pids cgroup %s has pids.max %d, not Limits.Pids %d", r.describe(), w.dir, w.max, h.cfg.Limits.Pids)
+	case w.events == 0:
+		return fail("the probe printed no result (%s); the gVisor sandbox's pids cgroup %s (pids.max %d) never counted the limit being hit", r.describe(), w.dir, w.max)
+	}
+	return pass("under gVisor the fork bomb filled the sandbox's pids cgroup %s (pids.max %d, hit %d times, at most %d tasks seen) and the Sentry ended the run: %s",
+		w.dir, w.max, w.events, w.peak, r.describe())
+}
+
+// pidsWatch is what watchGVisorPids saw of the run's Sentry's pids cgroup.
+type pidsWatch struct {
+	dir               string
+	max, events, peak int64
+	err               string
+}
+
+// watchGVisorPids finds the gVisor sandbox started after before and reads
+// its pids cgroup (pids.max, pids.events, pids.current) until stop, keeping
+// the last values it could read: the cgroup goes with the sandbox.
+func watchGVisorPids(before map[int]bool, stop <-chan struct{}) pidsWatch {
+	w := pidsWatch{err: "no gVisor sandbox (runsc-sandbox) started during the run"}
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return w
+		case <-tick.C:
+		}
+		if w.dir == "" {
+			pid, why := newGVisorSandbox(before)
+			if pid == 0 {
+				if !strings.HasPrefix(why, "0 ") {
+					w.err = why
+				}
+				continue
+			}
+			dir, err := pidsCgroupDir(pid)
+			if err != nil {
+				w.err = err.Error()
+				continue
+			}
+			w.dir, w.err = dir, ""
+		}
+		if m, err := fscommon.GetCgroupParamString(w.dir, "pids.max"); err == nil {
+			w.max, _ = strconv.ParseInt(m, 10, 64)
+		}
+		if n, err := fscommon.GetValueByKey(w.dir, "pids.events", "max"); err == nil {
+			w.events = int64(n)
+		}
+		if n, err := fscommon.GetCgroupParamUint(w.dir, "pids.current"); err == nil && int64(n) > w.peak {
+			w.peak = int64(n)
+		}
+	}
+}
+
+// pidsCgroupDir is the host directory of pid's cgroup of the pids
+// controller.
+func pidsCgroupDir(pid int) (string, error) {
+	paths, err := cgroups.ParseCgroupFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("reading the cgroups of pid %d: %w", pid, err)
+	}
+	if p, ok := paths["pids"]; ok {
+		mnt, root, err := cgroups.FindCgroupMountpointAndRoot("", "pids")
+		if err != nil {
+			return "", fmt.Errorf("finding the pids hierarchy: %w", err)
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return "", fmt.Errorf("the pids cgroup %s of pid %d is outside %s", p, pid, mnt)
+		}
+		return filepath.Join(mnt, rel), nil
+	}
+	if p, ok := paths[""]; ok {
+		mnt := cgroupRoot
+		if !cgroups.IsCgroup2UnifiedMode() {
+			mnt = filepath.Join(cgroupRoot, "unified")
+		}
+		return filepath.Join(mnt, p), nil
+	}
+	return "", fmt.Errorf("pid %d is in no cgroup of the pids controller", pid)
+}
