@@ -332,7 +332,7 @@ func (e *engine) forRuntime(rt string) (*engine, error) {
 	case rt == sandbox.RuntimeNative:
 		return e, nil
 	case e.runsc == "":
-		return nil, unavailable(sandbox.ReasonRuntimeMissing, "gVisor's runsc is not installed in %s (Debian: apt-get install runsc)", searchPath)
+		return nil, unavailable(sandbox.ReasonRuntimeMissing, "gVisor's runsc is not installed where podman and runc are (Debian: apt-get install runsc)")
 	}
 	g := *e
 	g.gvisor = true
