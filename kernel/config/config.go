@@ -315,6 +315,7 @@ func Defaults() *Config {
 			HostConfinement: HostConfinementRequired,
 			Backend:         "libcontainer",
 			Image:           PlaceholderImage,
+			Runtime:         "native",
 			Limits: Limits{
 				Memory:         "512m",
 				Pids:           256,
