@@ -68,17 +68,17 @@ type engine struct {
 	// runsc is gVisor's runtime, registered in containers.conf as
 	// "runsc" ("" when not installed); gvisor: this engine's calls run
 	// containers under it (forRuntime).
-	runsc  string
-	gvisor bool
-	cgroupV2     bool
-	memMount     string // where the memory controller's hierarchy is mounted (v2: the unified one)
-	graphRoot    string
-	runRoot      string
-	graphDriver  string
-	stateDir     string
-	seccompFile  string
-	confFile     string
-	env          []string
+	runsc       string
+	gvisor      bool
+	cgroupV2    bool
+	memMount    string // where the memory controller's hierarchy is mounted (v2: the unified one)
+	graphRoot   string
+	runRoot     string
+	graphDriver string
+	stateDir    string
+	seccompFile string
+	confFile    string
+	env         []string
 	// state reads podman's own state to prove a run's removal without
 	// another podman call; nil when it cannot be read here, and then runs
 	// keep their container (--rm=false) and ask podman (see state.go).
