@@ -173,8 +173,12 @@ func newDoctorCmd() *cobra.Command {
 					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s\n", "sandbox user namespace", termsafe.Line(u.Detail))
 				}
 				if r := rep.SandboxRuntime; r != nil {
-					by, _ := json.Marshal(r.RuntimeByTrust)
-					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s (by trust tier: %s)\n", "sandbox runtime", r.Runtime, termsafe.Line(string(by)))
+					by := "none"
+					if len(r.RuntimeByTrust) > 0 {
+						b, _ := json.Marshal(r.RuntimeByTrust)
+						by = string(b)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s (by trust tier: %s)\n", "sandbox runtime", r.Runtime, termsafe.Line(by))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "host execution:      %s\nsandboxed execution: %s\n", yesNo(rep.HostReady), yesNo(rep.SandboxReady))
 			}
