@@ -74,3 +74,64 @@ func TestGVisorRun(t *testing.T) {
 		assertGone(t, b, id)
 	}
 }
+
+// TestGVisorOrphanReaped: a running gVisor container whose owner is gone
+// is removed by the orphan reaper (whose podman calls name runc: the
+// container's own runtime, runsc by its containers.conf name, is what
+// podman uses), and its gVisor sandbox process is gone with it.
+func TestGVisorOrphanReaped(t *testing.T) {
+	b, fx := setup(t)
+	requireRunsc(t)
+	e, err := b.engine(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.forRuntime(sandbox.RuntimeGVisor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := strings.TrimPrefix(fx.Img.ConfigDigest, "sha256:")
+	dead := newID(t, "gvorphan")
+	self, err := processID(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, start, _ := strings.Cut(self, ":")
+	// Its streams stay /dev/null: the detached sandbox keeps what it
+	// inherits open.
+	cidfile := filepath.Join(t.TempDir(), "cid")
+	run := g.command("run", "--detach", "--cidfile", cidfile, "--network", "none", "--name", namePrefix+dead, "--label", runLabel+"="+dead,
+		"--label", ownerLabel+"="+pid+":"+start+"9", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", img, "sleep", "100")
+	if err := run.Run(); err != nil {
+		t.Fatalf("podman run --detach under runsc: %v", err)
+	}
+	out, err := os.ReadFile(cidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := strings.TrimSpace(string(out))
+	sentries := func() []string {
+		var found []string
+		ents, _ := os.ReadDir("/proc")
+		for _, ent := range ents {
+			cmd, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+			if err == nil && bytes.HasPrefix(cmd, []byte("runsc-sandbox\x00")) && bytes.Contains(cmd, []byte(cid)) {
+				found = append(found, ent.Name())
+			}
+		}
+		return found
+	}
+	if len(sentries()) == 0 {
+		t.Fatalf("no gVisor sandbox process runs container %s", cid)
+	}
+	n, err := b.reapOrphans(t.Context())
+	if err != nil || n < 1 {
+		t.Fatalf("reapOrphans = %d, %v", n, err)
+	}
+	if _, err := podmanCLI("container", "exists", namePrefix+dead); err == nil {
+		t.Error("the gVisor orphan is still there")
+	}
+	if s := sentries(); len(s) > 0 {
+		t.Errorf("the gVisor sandbox of the orphan still runs: pids %v", s)
+	}
+}
