@@ -92,6 +92,8 @@ var rows = []row{
 		an: "backend-ns/op", raw: "docker-run-ns/op", rawWork: "`docker run --rm -i`, same flags", goal: goal{ratio: 1.10}},
 	{work: "Podman backend, busybox `true`", pkg: "./plugins/sandbox/podman", bench: "BenchmarkPodmanSideBySide",
 		an: "backend-ns/op", raw: "podman-run-rm-ns/op", rawWork: "`podman run --rm -i`, same flags", goal: goal{ratio: 1.15}},
+	{work: "Docker backend on gVisor, busybox `true`", pkg: "./plugins/sandbox/docker", bench: "BenchmarkDockerGVisorSideBySide",
+		an: "backend-ns/op", raw: "docker-run-ns/op", rawWork: "`docker run --runtime runsc --rm -i`, same flags", goal: goal{ratio: 1.10}},
 	{work: "Podman backend on gVisor, busybox `true`", pkg: "./plugins/sandbox/podman", bench: "BenchmarkPodmanGVisorSideBySide",
 		an: "backend-ns/op", raw: "podman-run-rm-ns/op", rawWork: "`podman --runtime runsc run --rm -i`, same flags", goal: goal{ratio: 1.10}},
 	{work: "community tool on Podman + gVisor, cold `agentnode run`", pkg: "./test", bench: "BenchmarkGVisorSideBySide",
