@@ -213,6 +213,15 @@ func scriptParams(dir string) testscript.Params {
 					return false, fmt.Errorf("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root: the sandbox scripts need root")
 				}
 				return os.Geteuid() == 0, nil
+			case "gvisor":
+				// gVisor's runsc, which the Podman backend runs
+				// sandbox.runtime gvisor with (test/deps.sh installs it);
+				// in CI (AGENTNODE_REQUIRE_GVISOR=1) missing fails.
+				_, err := os.Stat("/usr/bin/runsc")
+				if err != nil && os.Getenv("AGENTNODE_REQUIRE_GVISOR") == "1" {
+					return false, fmt.Errorf("AGENTNODE_REQUIRE_GVISOR=1 but no /usr/bin/runsc: %v (test/deps.sh test installs it)", err)
+				}
+				return err == nil, nil
 			case "python":
 				// Debian's python3 with the modules the Python runtime's
 				// scripts use (pip and wheel build test wheels, pytest runs

@@ -113,6 +113,9 @@ func formatRecord(r audit.Record) string {
 	if r.Backend != "" {
 		placement += "/" + r.Backend
 	}
+	if r.Runtime != "" {
+		placement += "/" + r.Runtime
+	}
 	fmt.Fprintf(&b, " placement=%s", l(placement))
 	if r.Code != "" {
 		fmt.Fprintf(&b, " code=%s", l(r.Code))

@@ -58,7 +58,32 @@ type doctorReport struct {
 	// UserNamespace says whether the configured sandbox backend gives
 	// each sandbox a user namespace of its own (nil without a config).
 	UserNamespace *usernsReport `json:"sandbox_user_namespace,omitempty"`
-	Version       string        `json:"version"`
+	// SandboxRuntime is the runtime choice of sandboxed runs and whether
+	// the backend can run gVisor when the config asks for it (nil without
+	// a config).
+	SandboxRuntime *runtimeReport `json:"sandbox_runtime,omitempty"`
+	Version        string         `json:"version"`
+}
+
+// runtimeReport is sandbox.runtime, sandbox.runtime_by_trust and, when
+// either names gvisor, whether the configured backend confirmed it.
+type runtimeReport struct {
+	Runtime        string            `json:"runtime"`
+	RuntimeByTrust map[string]string `json:"runtime_by_trust,omitempty"`
+	// GVisorUsed: some tier runs under gVisor; GVisorAvailable: the
+	// backend confirmed it can (only checked when used).
+	GVisorUsed      bool `json:"gvisor_used"`
+	GVisorAvailable bool `json:"gvisor_available"`
+}
+
+// sandboxRuntimeReport reads the runtime choice from the config.
+func sandboxRuntimeReport(c *config.Config) *runtimeReport {
+	r := &runtimeReport{Runtime: sandbox.RuntimeFor("", c.Sandbox.Runtime, nil), RuntimeByTrust: c.Sandbox.RuntimeByTrust}
+	r.GVisorUsed = r.Runtime == sandbox.RuntimeGVisor
+	for _, rt := range c.Sandbox.RuntimeByTrust {
+		r.GVisorUsed = r.GVisorUsed || rt == sandbox.RuntimeGVisor
+	}
+	return r
 }
 
 // usernsReport is the doctor's note on the sandbox user namespace.
@@ -146,6 +171,14 @@ func newDoctorCmd() *cobra.Command {
 				}
 				if u := rep.UserNamespace; u != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s\n", "sandbox user namespace", termsafe.Line(u.Detail))
+				}
+				if r := rep.SandboxRuntime; r != nil {
+					by := "none"
+					if len(r.RuntimeByTrust) > 0 {
+						b, _ := json.Marshal(r.RuntimeByTrust)
+						by = string(b)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "note %-22s %s (by trust tier: %s)\n", "sandbox runtime", r.Runtime, termsafe.Line(by))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "host execution:      %s\nsandboxed execution: %s\n", yesNo(rep.HostReady), yesNo(rep.SandboxReady))
 			}
@@ -239,7 +272,16 @@ func runDoctor() *doctorReport {
 	if cfg != nil {
 		img, err := image.Resolve(dir, cfg.Sandbox.Image)
 		imgOK := add("sandbox image", err, cfg.Sandbox.Image+" resolves (digest and rootfs verified)")
-		sandboxOK = add("sandbox backend", checkBackend(dir, cfg.Sandbox.Backend, img), cfg.Sandbox.Backend+" available") && imgOK
+		sandboxOK = add("sandbox backend", checkBackend(dir, cfg.Sandbox.Backend, img, ""), cfg.Sandbox.Backend+" available") && imgOK
+		rt := sandboxRuntimeReport(cfg)
+		rep.SandboxRuntime = rt
+		if rt.GVisorUsed {
+			// Runs placed on gVisor are refused when the backend cannot
+			// run it: sandboxed execution is then not (fully) possible.
+			rt.GVisorAvailable = add("sandbox runtime gvisor", checkBackend(dir, cfg.Sandbox.Backend, img, sandbox.RuntimeGVisor),
+				cfg.Sandbox.Backend+" runs gVisor (runsc)")
+			sandboxOK = sandboxOK && rt.GVisorAvailable
+		}
 	}
 	rep.SandboxReady = baseOK && sandboxOK
 	if cfg != nil {
@@ -257,7 +299,7 @@ func runDoctor() *doctorReport {
 			perr = reason.New(reason.Code(pst.Code), "%s", pst.Detail)
 		}
 		if add("python image", perr, cfg.Sandbox.PythonImage+" resolves (digest and rootfs verified)") {
-			rep.PythonSandboxReady = add("python image backend", checkBackend(dir, cfg.Sandbox.Backend, pimg),
+			rep.PythonSandboxReady = add("python image backend", checkBackend(dir, cfg.Sandbox.Backend, pimg, ""),
 				cfg.Sandbox.Backend+" can run the python image") && rep.SandboxReady
 		}
 		// MCP servers started with node: the pinned Node runtime image
@@ -268,7 +310,7 @@ func runDoctor() *doctorReport {
 			nerr = reason.New(reason.Code(nst.Code), "%s", nst.Detail)
 		}
 		if add("node image", nerr, cfg.Sandbox.NodeImage+" resolves (digest and rootfs verified)") {
-			rep.NodeSandboxReady = add("node image backend", checkBackend(dir, cfg.Sandbox.Backend, nimg),
+			rep.NodeSandboxReady = add("node image backend", checkBackend(dir, cfg.Sandbox.Backend, nimg, ""),
 				cfg.Sandbox.Backend+" can run the node image") && rep.SandboxReady
 		}
 	}
@@ -319,7 +361,7 @@ func checkAuditDir(dir string) error {
 
 // checkBackend starts the configured backend plugin and asks it whether it
 // can run the image.
-func checkBackend(homeDir, backend string, img *image.Image) error {
+func checkBackend(homeDir, backend string, img *image.Image, runtime string) error {
 	host := pluginhost.New(pluginhost.Options{HomeDir: homeDir, LogOutput: termsafe.NewWriter(os.Stderr)})
 	defer host.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), host.CallTimeout())
@@ -328,13 +370,16 @@ func checkBackend(homeDir, backend string, img *image.Image) error {
 	if err != nil {
 		return err
 	}
-	req := &sandbox.AvailabilityRequest{}
+	req := &sandbox.AvailabilityRequest{Runtime: runtime}
 	if img != nil {
 		req.Image, req.ImageStore = img.Ref, img.Store
 	}
 	resp, err := client.Availability(ctx, req)
 	if err != nil {
 		return pluginhost.CallError(pluginhost.Key(plugin.KindSandbox, backend), err)
+	}
+	if !resp.Available && resp.Reason == sandbox.ReasonRuntimeMissing {
+		return reason.New(reason.SandboxRuntimeUnavailable, "%s: %s (%s)", backend, resp.Reason, resp.Detail)
 	}
 	if !resp.Available {
 		return reason.New(reason.SandboxUnavailable, "%s: %s (%s)", backend, resp.Reason, resp.Detail)

@@ -245,6 +245,9 @@ func printRun(cmd *cobra.Command, jsonOut bool, res *dispatch.Result, runErr err
 		if res.Backend != "" {
 			fmt.Fprintf(out, "backend:   %s\n", termsafe.Line(res.Backend))
 		}
+		if res.Runtime != "" {
+			fmt.Fprintf(out, "runtime:   %s\n", termsafe.Line(res.Runtime))
+		}
 		if len(res.Actions) > 0 {
 			actions := termsafe.Line(strings.Join(res.Actions, ", "))
 			if res.RiskBand != "" {

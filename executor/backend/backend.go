@@ -39,7 +39,7 @@ func For(p *plan.Plan) (Backend, error) {
 		if p.Sandbox == nil {
 			return nil, reason.New(reason.SandboxUnavailable, "no sandbox backend was placed")
 		}
-		return &Sandbox{Name: p.BackendName, Client: p.Sandbox, Image: p.Image}, nil
+		return &Sandbox{Name: p.BackendName, Client: p.Sandbox, Image: p.Image, Runtime: p.Runtime}, nil
 	}
 	return nil, reason.New(reason.SandboxUnavailable, "placement %q cannot execute", p.Placement)
 }

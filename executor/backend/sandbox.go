@@ -24,6 +24,8 @@ type Sandbox struct {
 	Image  plan.Image
 	// Warm is the warm pool its runs let the backend keep (zero: none).
 	Warm sandbox.WarmPool
+	// Runtime is the runtime placement chose (Spec.Runtime).
+	Runtime string
 }
 
 // Run runs t; the Exit says whether the backend proved the container gone.
@@ -56,6 +58,7 @@ func (s *Sandbox) Run(ctx context.Context, t *Task) (*Exit, error) {
 			EgressSocket: t.EgressSocket,
 			Workspace:    t.Workspace,
 			Warm:         s.Warm,
+			Runtime:      s.Runtime,
 		},
 		Stdin:  stdin,
 		Stdout: stdout,

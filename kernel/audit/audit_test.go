@@ -104,6 +104,8 @@ func TestCanonicalMatchesEncodingJSON(t *testing.T) {
 		Reason     string    `json:"reason"`
 		GuardChain []string  `json:"guard_chain"`
 		Env        Env       `json:"env"`
+		Workspace  string    `json:"workspace,omitempty"`
+		Runtime    string    `json:"runtime,omitempty"`
 		ExitCode   *int      `json:"exit_code,omitempty"`
 		DurationMS *int64    `json:"duration_ms,omitempty"`
 		Prev       string    `json:"prev"`
@@ -119,13 +121,16 @@ func TestCanonicalMatchesEncodingJSON(t *testing.T) {
 		r.Prev = Genesis
 		r.Reason, r.Backend = s, s
 		r.GuardChain = []string{s, "x"}
+		if i%2 == 1 { // the optional members, present and absent
+			r.Workspace, r.Runtime = s, "gvisor"
+		}
 		got := appendBody(nil, r)
 
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		nh := noHash{r.Seq, r.TS, r.Event, r.RequestID, r.Package, r.Version, r.Tool, r.Action, r.Trust,
-			r.Placement, r.Backend, r.Decision, r.Code, r.Reason, r.GuardChain, r.Env, r.ExitCode, r.DurationMS, r.Prev}
+			r.Placement, r.Backend, r.Decision, r.Code, r.Reason, r.GuardChain, r.Env, r.Workspace, r.Runtime, r.ExitCode, r.DurationMS, r.Prev}
 		if err := enc.Encode(nh); err != nil {
 			t.Fatal(err)
 		}

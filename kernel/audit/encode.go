@@ -25,7 +25,7 @@ const (
 // member (specs/audit.md): members in Record's field order, no whitespace,
 // ts in UTC RFC 3339 with trailing zeros of the fraction removed, strings
 // escaped as encoding/json does without HTML escaping (kernel/jsonstr), a nil guard_chain as
-// [], workspace omitted when empty, exit_code and duration_ms omitted when
+// [], workspace and runtime omitted when empty, exit_code and duration_ms omitted when
 // nil.
 func appendBody(dst []byte, r *Record) []byte {
 	dst = append(dst, `{"seq":`...)
@@ -63,6 +63,9 @@ func appendBody(dst []byte, r *Record) []byte {
 	dst = append(dst, '}')
 	if r.Workspace != "" {
 		dst = appendMember(dst, `,"workspace":`, r.Workspace)
+	}
+	if r.Runtime != "" {
+		dst = appendMember(dst, `,"runtime":`, r.Runtime)
 	}
 	if r.ExitCode != nil {
 		dst = append(dst, `,"exit_code":`...)

@@ -105,7 +105,7 @@ func scanCanonical(line []byte) (Line, bool) {
 		!s.lit(`,"root":`) || !s.bool() || !s.lit(`}`) {
 		return li, false
 	}
-	if s.lit(`,"workspace":`) && !s.str() {
+	if s.lit(`,"workspace":`) && !s.str() || s.lit(`,"runtime":`) && !s.str() {
 		return li, false
 	}
 	if s.lit(`,"exit_code":`) && !s.int32() {

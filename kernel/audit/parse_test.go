@@ -225,7 +225,7 @@ func TestSchemaLoadsFromSpecs(t *testing.T) {
 		t.Fatal("env allows additional properties")
 	}
 	var fields []string
-	for _, k := range strings.Split(`seq ts event request_id package version tool action trust placement backend decision code reason guard_chain env workspace exit_code duration_ms prev hash`, " ") {
+	for _, k := range strings.Split(`seq ts event request_id package version tool action trust placement backend decision code reason guard_chain env workspace runtime exit_code duration_ms prev hash`, " ") {
 		fields = append(fields, k)
 		if _, ok := doc.Properties[k]; !ok {
 			t.Errorf("schema lacks %s", k)

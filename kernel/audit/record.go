@@ -100,6 +100,7 @@ type Record struct {
 	// named ("read-only /path", "read-write /path", "not granted
 	// (filesystem level none): /path"); omitted when none was named.
 	Workspace  string `json:"workspace,omitempty"`
+	Runtime    string `json:"runtime,omitempty"` // sandbox runtime: native | gvisor; absent on the host
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	DurationMS *int64 `json:"duration_ms,omitempty"`
 	Prev       string `json:"prev"`

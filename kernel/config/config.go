@@ -136,6 +136,10 @@ type Sandbox struct {
 	NodeInstallerImage   string   `json:"node_installer_image,omitempty"`
 	Limits               Limits   `json:"limits"`
 	WarmPool             WarmPool `json:"warm_pool"`
+	// Runtime and RuntimeByTrust (per trust tier) choose native or gvisor
+	// for sandboxed runs (sdk/sandbox.RuntimeFor); empty: native.
+	Runtime        string            `json:"runtime,omitempty"`
+	RuntimeByTrust map[string]string `json:"runtime_by_trust,omitempty"`
 }
 
 // WarmPool is sandbox.warm_pool: prepared sandboxes `mcp serve` lets the
@@ -320,6 +324,7 @@ func Defaults() *Config {
 			HostConfinement: HostConfinementRequired,
 			Backend:         "libcontainer",
 			Image:           PlaceholderImage,
+			Runtime:         "native",
 			Limits: Limits{
 				Memory:         "512m",
 				Pids:           256,

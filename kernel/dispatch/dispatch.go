@@ -110,6 +110,7 @@ type Result struct {
 	Trust      string          `json:"trust,omitempty"`
 	Placement  string          `json:"placement"`
 	Backend    string          `json:"backend,omitempty"`
+	Runtime    string          `json:"runtime,omitempty"` // sandbox runtime: native | gvisor
 	GuardChain []string        `json:"guard_chain,omitempty"`
 	Risk       int             `json:"risk"`
 	RiskBand   string          `json:"risk_band,omitempty"`
@@ -448,6 +449,7 @@ func (k *Kernel) baseRecord(st *state, event string) *audit.Record {
 		Env: audit.Env{CI: st.env.CI, Interactive: st.env.Interactive,
 			SecretsPresent: st.env.SecretsPresent, Root: st.env.Root},
 		Workspace: r.Workspace.String(),
+		Runtime:   r.Runtime,
 	}
 }
 

@@ -37,6 +37,7 @@ func (st *state) plan() *plan.Plan {
 		Input:           st.req.Input,
 		Placement:       st.res.Placement,
 		BackendName:     st.res.Backend,
+		Runtime:         st.res.Runtime,
 		Sandbox:         st.sandbox,
 		Limits:          st.set.limits,
 		Timeout:         st.set.timeout,

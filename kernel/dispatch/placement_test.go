@@ -221,3 +221,30 @@ func TestHostEligible(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementRuntime: a sandbox placement chooses the runtime from the
+// tier (sandbox.runtime_by_trust over sandbox.runtime, native by default),
+// before anything can refuse it, so that a refusal's record says which
+// runtime was asked for; a host placement has none.
+func TestPlacementRuntime(t *testing.T) {
+	by := map[string]string{"unknown": "gvisor", "verified": "native"}
+	for _, c := range []struct {
+		tier, def, want string
+		byTrust         map[string]string
+	}{
+		{"unknown", "", "gvisor", by},
+		{"verified", "gvisor", "native", by},
+		{"unverified", "", "native", by},
+		{"unverified", "gvisor", "gvisor", by},
+		{"unknown", "", "native", nil},
+		{"curated", "gvisor", "", by}, // host
+	} {
+		st := placementState(t, "curated_only", c.tier, "toolpack", false)
+		st.set.sandboxRuntime, st.set.runtimeByTrust = c.def, c.byTrust
+		st.k.Executors.Host = refusingHost{}
+		_ = stagePlacement(context.Background(), st)
+		if st.res.Runtime != c.want {
+			t.Errorf("tier %s, runtime %q, by trust %v: chose %q, want %q", c.tier, c.def, c.byTrust, st.res.Runtime, c.want)
+		}
+	}
+}

@@ -23,6 +23,8 @@ type settings struct {
 	hostTrustPolicy     string
 	hostConfinement     string // sandbox.host_confinement
 	backend             string
+	sandboxRuntime      string            // sandbox.runtime
+	runtimeByTrust      map[string]string // sandbox.runtime_by_trust
 	image               string
 	pythonImage         string // sandbox.python_image ("" = not configured)
 	nodeImage           string // sandbox.node_image ("" = not configured)
@@ -60,6 +62,8 @@ func loadSettings(path string, environ []string, verdicts *validcache.Cache) (*s
 		hostTrustPolicy:     c.Sandbox.HostTrustPolicy,
 		hostConfinement:     c.Sandbox.HostConfinement,
 		backend:             c.Sandbox.Backend,
+		sandboxRuntime:      c.Sandbox.Runtime,
+		runtimeByTrust:      c.Sandbox.RuntimeByTrust,
 		image:               c.Sandbox.Image,
 		pythonImage:         c.Sandbox.PythonImage,
 		nodeImage:           c.Sandbox.NodeImage,

@@ -221,6 +221,7 @@ func stagePlacement(ctx context.Context, st *state) error {
 // up, and it reports itself available. Any failure refuses — never another
 // backend, never the host.
 func checkSandbox(ctx context.Context, st *state) error {
+	st.res.Runtime = sandbox.RuntimeFor(st.res.Trust, st.set.sandboxRuntime, st.set.runtimeByTrust)
 	ref, err := sandboxImage(st)
 	if err != nil {
 		return err
@@ -233,13 +234,16 @@ func checkSandbox(ctx context.Context, st *state) error {
 	if err != nil {
 		return plan.SandboxError(st.set.backend, err)
 	}
-	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store})
+	resp, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: img.Ref, ImageStore: img.Store, Runtime: st.res.Runtime})
 	if err != nil {
 		return plan.SandboxError(st.set.backend, err)
 	}
-	if !resp.Available {
-		return reason.New(reason.SandboxUnavailable, "sandbox backend %s is unavailable: %s (%s)",
-			st.set.backend, resp.Reason, resp.Detail)
+	if code := reason.SandboxUnavailable; !resp.Available {
+		if resp.Reason == sandbox.ReasonRuntimeMissing { // never another runtime
+			code = reason.SandboxRuntimeUnavailable
+		}
+		return reason.New(code, "sandbox backend %s is unavailable for runtime %s: %s (%s)",
+			st.set.backend, st.res.Runtime, resp.Reason, resp.Detail)
 	}
 	st.img, st.sandbox = img, client
 	return nil

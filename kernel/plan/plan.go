@@ -52,6 +52,7 @@ type Plan struct {
 	// stage found available (nil on the host).
 	Placement   string
 	BackendName string
+	Runtime     string // the sandbox runtime placement chose and the backend confirmed (native | gvisor)
 	Sandbox     *sandbox.Client
 	// Limits and Timeout are the sandbox limits and the tool timeout.
 	Limits  sandbox.Limits

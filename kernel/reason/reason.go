@@ -28,6 +28,7 @@ const (
 	TrustBelowMinimum             Code = "trust_below_minimum"
 	TrustUnavailable              Code = "trust_unavailable"
 	SandboxUnavailable            Code = "sandbox_unavailable"
+	SandboxRuntimeUnavailable     Code = "sandbox_runtime_unavailable" // the chosen runtime (gvisor) cannot run
 	ImageUnpinned                 Code = "image_unpinned"
 	ImageDigestMismatch           Code = "image_digest_mismatch"
 	PolicyDenied                  Code = "policy_denied"
@@ -60,7 +61,7 @@ const (
 // the two equal).
 var Codes = []Code{
 	NotSetUp, ConfigInvalid, LockfileError, IntegrityDenied, ArtifactMismatch, TrustBelowMinimum,
-	TrustUnavailable, SandboxUnavailable, ImageUnpinned, ImageDigestMismatch, PolicyDenied, PolicyPrompt,
+	TrustUnavailable, SandboxUnavailable, SandboxRuntimeUnavailable, ImageUnpinned, ImageDigestMismatch, PolicyDenied, PolicyPrompt,
 	RateLimited, InputDenied, PluginUnavailable, PluginUnpinned, AuditUnavailable, Timeout,
 	CredentialsMissing, AgentSandboxDisabled, HostAgentExecutionUnsupported, MCPNotPreinstalled,
 	MCPUnpinned, EgressDenied, KilledMemory, RuntimeUnsupported, WorkspaceInvalid,
@@ -161,6 +162,7 @@ var (
 	ErrTrustBelowMinimum             = &Error{Code: TrustBelowMinimum}
 	ErrTrustUnavailable              = &Error{Code: TrustUnavailable}
 	ErrSandboxUnavailable            = &Error{Code: SandboxUnavailable}
+	ErrSandboxRuntimeUnavailable     = &Error{Code: SandboxRuntimeUnavailable}
 	ErrImageUnpinned                 = &Error{Code: ImageUnpinned}
 	ErrImageDigestMismatch           = &Error{Code: ImageDigestMismatch}
 	ErrPolicyDenied                  = &Error{Code: PolicyDenied}

@@ -38,7 +38,7 @@ func TestNewKeepsCause(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	want := map[Code]int{NotSetUp: 2, ConfigInvalid: 2, PolicyDenied: 3, PluginUnavailable: 3, Timeout: 1, KilledMemory: 1, RuntimeUnsupported: 3, WorkspaceInvalid: 2}
+	want := map[Code]int{NotSetUp: 2, ConfigInvalid: 2, PolicyDenied: 3, PluginUnavailable: 3, Timeout: 1, KilledMemory: 1, RuntimeUnsupported: 3, WorkspaceInvalid: 2, SandboxRuntimeUnavailable: 3}
 	for c, w := range want {
 		if c.ExitCode() != w {
 			t.Errorf("%s exit = %d, want %d", c, c.ExitCode(), w)
@@ -51,8 +51,8 @@ func TestExitCodes(t *testing.T) {
 		}
 		seen[c] = true
 	}
-	if len(Codes) != 27 {
-		t.Errorf("specs/cli.md has 27 codes, Codes has %d", len(Codes))
+	if len(Codes) != 28 {
+		t.Errorf("specs/cli.md has 28 codes, Codes has %d", len(Codes))
 	}
 }
 

@@ -45,7 +45,7 @@ const (
 )
 
 // Reasons lists every valid unavailability reason.
-var Reasons = []string{ReasonNotInstalled, ReasonNotRunning, ReasonNotPermitted, ReasonImageMissing, ReasonIncompatible}
+var Reasons = []string{ReasonNotInstalled, ReasonNotRunning, ReasonNotPermitted, ReasonImageMissing, ReasonIncompatible, ReasonRuntimeMissing}
 
 func validReason(r string) bool {
 	for _, x := range Reasons {
@@ -62,14 +62,21 @@ type AvailabilityRequest struct {
 	// ImageStore is the host path of the image store in which the host
 	// verified Image (Spec.ImageStore); empty when Image is.
 	ImageStore string
+	// Runtime is the runtime the run would use (Spec.Runtime).
+	Runtime string
 }
 
 // AvailabilityResponse says whether the backend can run. When Available is
 // false, Reason is one of the Reason constants and Detail is for humans.
+// An available backend sets Runtime to the request's runtime ("" counts
+// as native): both sides of the wire refuse (ReasonRuntimeMissing) an
+// answer that does not confirm a non-native runtime, so a backend that
+// knows nothing of runtimes never runs a gVisor run natively.
 type AvailabilityResponse struct {
 	Available bool
 	Reason    string
 	Detail    string
+	Runtime   string
 }
 
 // Limits are the resource limits of one run. Zero means the profile default.
@@ -122,6 +129,10 @@ type Spec struct {
 	// Warm lets the backend keep prepared sandboxes for runs like this
 	// one (WarmPool); the zero value (a one-shot host) prepares nothing.
 	Warm WarmPool
+	// Runtime is what isolates the process (RuntimeNative when empty, or
+	// RuntimeGVisor). A backend that cannot run it refuses the run with an
+	// error; it never runs the process under another runtime.
+	Runtime string
 }
 
 // WarmPool is what a long-lived host (`agentnode mcp serve`) lets a
@@ -269,6 +280,7 @@ func specToProto(s *Spec) (*pb.RunSpec, error) {
 		Workspace:    workspaceToProto(s.Workspace),
 		WarmPoolSize: int32(min(max(s.Warm.Size, 0), math.MaxInt32)),
 		WarmIdleMs:   timeoutToMillis(max(s.Warm.Idle, 0)),
+		Runtime:      s.Runtime,
 	}, nil
 }
 
@@ -319,6 +331,7 @@ func specFromProto(p *pb.RunSpec) (Spec, error) {
 		EgressSocket: p.GetEgressSocket(),
 		Workspace:    workspaceFromProto(p.GetWorkspace()),
 		Warm:         warmFromProto(p.GetWarmPoolSize(), p.GetWarmIdleMs()),
+		Runtime:      p.GetRuntime(),
 	}, nil
 }
 
@@ -345,17 +358,20 @@ type server struct {
 type unimplemented struct{ pb.UnimplementedSandboxServer }
 
 func (s *server) Availability(ctx context.Context, r *pb.AvailabilityRequest) (*pb.AvailabilityResponse, error) {
-	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), ImageStore: r.GetImageStore()})
+	resp, err := s.impl.Availability(ctx, &AvailabilityRequest{Image: r.GetImage(), ImageStore: r.GetImageStore(), Runtime: r.GetRuntime()})
 	if err != nil {
 		return nil, err
 	}
 	if resp == nil {
 		return nil, errors.New("sandbox plugin returned no availability response")
 	}
+	if refusal := runtimeRefusal(r.GetRuntime(), resp); refusal != nil {
+		resp = refusal
+	}
 	if !resp.Available && !validReason(resp.Reason) {
 		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", resp.Reason)
 	}
-	return &pb.AvailabilityResponse{Available: resp.Available, Reason: resp.Reason, Detail: resp.Detail}, nil
+	return &pb.AvailabilityResponse{Available: resp.Available, Reason: resp.Reason, Detail: resp.Detail, Runtime: resp.Runtime}, nil
 }
 
 // LoadImage calls the backend's ImageLoader; a backend without one answers
@@ -390,6 +406,9 @@ func (s *server) Run(stream grpc.BidiStreamingServer[pb.RunInput, pb.RunOutput])
 	spec, err := specFromProto(ps)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := checkRunRuntime(s.impl, spec.Runtime); err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 
 	ctx, cancel := context.WithCancelCause(stream.Context())
@@ -582,14 +601,18 @@ func (c *Client) Availability(ctx context.Context, req *AvailabilityRequest) (*A
 	if req == nil {
 		return nil, errors.New("sandbox: nil AvailabilityRequest")
 	}
-	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, ImageStore: req.ImageStore})
+	r, err := c.c.Availability(ctx, &pb.AvailabilityRequest{Image: req.Image, ImageStore: req.ImageStore, Runtime: req.Runtime})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox plugin: availability: %w", err)
 	}
 	if !r.GetAvailable() && !validReason(r.GetReason()) {
 		return nil, fmt.Errorf("sandbox plugin: unavailable with invalid reason %q", r.GetReason())
 	}
-	return &AvailabilityResponse{Available: r.GetAvailable(), Reason: r.GetReason(), Detail: r.GetDetail()}, nil
+	resp := &AvailabilityResponse{Available: r.GetAvailable(), Reason: r.GetReason(), Detail: r.GetDetail(), Runtime: r.GetRuntime()}
+	if refusal := runtimeRefusal(req.Runtime, resp); refusal != nil {
+		return refusal, nil
+	}
+	return resp, nil
 }
 
 // LoadImage asks the backend to load req.Image from req.Layout into its

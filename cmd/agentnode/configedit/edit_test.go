@@ -94,7 +94,9 @@ func TestMissingConfigIsNotSetUp(t *testing.T) {
 // optionalKeys are the leaf keys without a default: absent means unset
 // (no limit), and setup never writes them.
 var optionalKeys = []string{"guard.max_permissions.code_execution", "guard.max_permissions.filesystem", "guard.max_permissions.network",
-	"sandbox.python_image", "sandbox.python_installer_image", "sandbox.node_image", "sandbox.node_installer_image"}
+	"sandbox.python_image", "sandbox.python_installer_image", "sandbox.node_image", "sandbox.node_installer_image",
+	"sandbox.runtime_by_trust.unknown", "sandbox.runtime_by_trust.unverified", "sandbox.runtime_by_trust.verified",
+	"sandbox.runtime_by_trust.trusted", "sandbox.runtime_by_trust.curated"}
 
 func TestDefaultsAreValidAndMatchSchemaDefaults(t *testing.T) {
 	d := config.Defaults()

@@ -283,3 +283,29 @@ func TestAvailabilityNotPermitted(t *testing.T) {
 	}
 	t.Logf("%s: %s", resp.Reason, resp.Detail)
 }
+
+// TestGVisorProblem: the engine runs gVisor only when runsc is registered
+// under GVisorRuntime with every one of GVisorRuntimeArgs.
+func TestGVisorProblem(t *testing.T) {
+	reg := func(path string, args ...string) *system.Info {
+		return &system.Info{Runtimes: map[string]system.RuntimeWithStatus{
+			"runc":        {Runtime: system.Runtime{Path: "runc"}},
+			GVisorRuntime: {Runtime: system.Runtime{Path: path, Args: args}},
+		}}
+	}
+	for _, c := range []struct {
+		name string
+		info *system.Info
+		ok   bool
+	}{
+		{"not registered", &system.Info{Runtimes: map[string]system.RuntimeWithStatus{"runc": {Runtime: system.Runtime{Path: "runc"}}}}, false},
+		{"another binary", reg("/usr/bin/runc", GVisorRuntimeArgs...), false},
+		{"no flags", reg("/usr/bin/runsc"), false},
+		{"no oci-seccomp", reg("/usr/bin/runsc", "--network=none", "--host-uds=open"), false},
+		{"registered", reg("/usr/bin/runsc", append([]string{"--debug"}, GVisorRuntimeArgs...)...), true},
+	} {
+		if got := gvisorProblem(c.info); (got == "") != c.ok {
+			t.Errorf("%s: gvisorProblem = %q, want ok %v", c.name, got, c.ok)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -165,9 +166,16 @@ func (b *backend) Availability(ctx context.Context, req *sandbox.AvailabilityReq
 	if detail := engineProblem(&info.Info); detail != "" {
 		return no(sandbox.ReasonIncompatible, "%s", detail)
 	}
+	rt, err := sandbox.NormalizeRuntime(req.Runtime)
+	if err != nil {
+		return no(sandbox.ReasonRuntimeMissing, "%v", err)
+	}
+	if detail := gvisorProblem(&info.Info); rt == sandbox.RuntimeGVisor && detail != "" {
+		return no(sandbox.ReasonRuntimeMissing, "%s", detail)
+	}
 
 	if req.Image == "" {
-		return &sandbox.AvailabilityResponse{Available: true, Detail: "engine " + info.Info.ServerVersion + " at " + b.ep.host + "; no image asked about"}, nil
+		return &sandbox.AvailabilityResponse{Available: true, Runtime: rt, Detail: "engine " + info.Info.ServerVersion + " at " + b.ep.host + "; no image asked about"}, nil
 	}
 	ref, detail, err := b.findImage(ctx, cli, req.Image)
 	switch {
@@ -178,7 +186,45 @@ func (b *backend) Availability(ctx context.Context, req *sandbox.AvailabilityReq
 	case ref == "":
 		return no(sandbox.ReasonImageMissing, "%s", detail)
 	}
-	return &sandbox.AvailabilityResponse{Available: true, Detail: fmt.Sprintf("engine %s at %s; %s", info.Info.ServerVersion, b.ep.host, detail)}, nil
+	return &sandbox.AvailabilityResponse{Available: true, Runtime: rt, Detail: fmt.Sprintf("engine %s at %s; %s", info.Info.ServerVersion, b.ep.host, detail)}, nil
+}
+
+// GVisorRuntime is the name under which dockerd must register gVisor's
+// runsc for sandbox.runtime gvisor, with the runtime arguments
+// GVisorRuntimeArgs (daemon.json: "runtimes": {"runsc": {"path":
+// "/usr/bin/runsc", "runtimeArgs": [...]}}).
+const GVisorRuntime = "runsc"
+
+// GVisorRuntimeArgs are the runsc flags the registration must carry:
+// runsc's own network stack off (loopback only, as NetworkMode none asks;
+// runsc refuses the container without it), the profile's seccomp filter
+// installed inside gVisor too, and the sealed egress socket (a
+// bind-mounted host socket) connectable.
+var GVisorRuntimeArgs = []string{"--network=none", "--oci-seccomp", "--host-uds=open"}
+
+// gvisorProblem says why the engine cannot run gVisor as the sandbox
+// needs it, or "".
+func gvisorProblem(info *system.Info) string {
+	r, ok := info.Runtimes[GVisorRuntime]
+	switch {
+	case !ok:
+		return fmt.Sprintf("the engine has no runtime %q (gVisor): register runsc in daemon.json as \"runtimes\": {%q: {\"path\": \"/usr/bin/runsc\", \"runtimeArgs\": %q}}",
+			GVisorRuntime, GVisorRuntime, GVisorRuntimeArgs)
+	case filepath.Base(r.Path) != "runsc":
+		return fmt.Sprintf("the engine's runtime %q is %q, not gVisor's runsc", GVisorRuntime, r.Path)
+	}
+	for _, a := range GVisorRuntimeArgs {
+		if !slices.Contains(r.Args, a) {
+			return fmt.Sprintf("the engine's runtime %q (%s) lacks the runtime argument %s (it has %q)", GVisorRuntime, r.Path, a, r.Args)
+		}
+	}
+	return ""
+}
+
+// SupportsRuntime: Docker runs gVisor through the engine's runtime
+// GVisorRuntime; Availability says whether the engine has it.
+func (b *backend) SupportsRuntime(rt string) bool {
+	return rt == sandbox.RuntimeNative || rt == sandbox.RuntimeGVisor
 }
 
 // probeSocket tells apart a missing socket (not installed, or installed but

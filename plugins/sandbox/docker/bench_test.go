@@ -36,15 +36,18 @@ import (
 
 var benchSeq atomic.Int64
 
-// benchBackend returns a func that runs busybox true through the backend.
-func benchBackend(b *testing.B) func() {
+// benchBackend returns a func that runs busybox true through the backend
+// under runtime rt ("" native).
+func benchBackend(b *testing.B, rt string) func() {
 	e := testEnv(b)
 	be := newTestBackend(b, e)
 	pack := packDir(b)
 	prefix := fmt.Sprintf("bench-%d", os.Getpid())
 	return func() {
 		id := fmt.Sprintf("%s-%d", prefix, benchSeq.Add(1))
-		resp, err := be.Run(b.Context(), &sandbox.RunRequest{Spec: spec(e, pack, id, "true")})
+		s := spec(e, pack, id, "true")
+		s.Runtime = rt
+		resp, err := be.Run(b.Context(), &sandbox.RunRequest{Spec: s})
 		if err != nil {
 			forceRemoveRun(e, id)
 			b.Fatal(err)
@@ -91,13 +94,17 @@ func cliArgs(tb testing.TB, e *dockerEnv, pack, name string, args ...string) []s
 	return append(argv, c.Cmd...)
 }
 
-// benchCLI returns a func that runs the same container with `docker run`.
-func benchCLI(b *testing.B) func() {
+// benchCLI returns a func that runs the same container with `docker run`
+// (`--runtime runsc` for gVisor).
+func benchCLI(b *testing.B, rt string) func() {
 	e := testEnv(b)
 	docker := lookTool("docker")
 	pack := packDir(b)
 	prefix := fmt.Sprintf("clibench-%d", os.Getpid())
 	argv := cliArgs(b, e, pack, prefix, "true")
+	if rt == sandbox.RuntimeGVisor {
+		argv = append([]string{argv[0], "--runtime", GVisorRuntime}, argv[1:]...)
+	}
 	b.Cleanup(func() { forceRemoveRun(e, prefix) })
 	return func() {
 		cmd := exec.Command(docker, argv...)
@@ -110,7 +117,7 @@ func benchCLI(b *testing.B) func() {
 }
 
 func BenchmarkDockerBackendTrivial(b *testing.B) {
-	f := benchBackend(b)
+	f := benchBackend(b, "")
 	f() // warm: client negotiation, image cache
 	for b.Loop() {
 		f()
@@ -118,7 +125,7 @@ func BenchmarkDockerBackendTrivial(b *testing.B) {
 }
 
 func BenchmarkDockerRunCLI(b *testing.B) {
-	f := benchCLI(b)
+	f := benchCLI(b, "")
 	f()
 	for b.Loop() {
 		f()
@@ -128,8 +135,18 @@ func BenchmarkDockerRunCLI(b *testing.B) {
 // BenchmarkDockerSideBySide interleaves the two, so that the load of both
 // cores affects them alike, and reports each one's ns/op (mean and median)
 // and the ratios.
-func BenchmarkDockerSideBySide(b *testing.B) {
-	fns := []func(){benchBackend(b), benchCLI(b)}
+func BenchmarkDockerSideBySide(b *testing.B) { dockerSideBySide(b, "") }
+
+// BenchmarkDockerGVisorSideBySide is BenchmarkDockerSideBySide under
+// gVisor: the backend with Spec.Runtime gvisor against `docker run
+// --runtime runsc`, same flags.
+func BenchmarkDockerGVisorSideBySide(b *testing.B) {
+	requireRunsc(b)
+	dockerSideBySide(b, sandbox.RuntimeGVisor)
+}
+
+func dockerSideBySide(b *testing.B, rt string) {
+	fns := []func(){benchBackend(b, rt), benchCLI(b, rt)}
 	for _, f := range fns {
 		f()
 	}

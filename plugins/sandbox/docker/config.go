@@ -101,6 +101,12 @@ func containerConfig(run sandbox.Spec, imageID, owner string) (*containerSpec, e
 		return nil, errors.New("profile: the Docker backend drops every capability; the profile must not keep any")
 	case s.Linux.Seccomp == nil:
 		return nil, errors.New("profile: no seccomp filter")
+	case run.Runtime == sandbox.RuntimeGVisor && run.Workspace != nil:
+		// The workspace is a volume the engine mounts noexec on the host
+		// (workspaceMount); gVisor's kernel gets it as a plain bind and
+		// would execute from it.
+		return nil, errors.New("a workspace under gVisor cannot be mounted noexec by Docker " +
+			"(gVisor does not see the volume's noexec): use the podman backend, or no workspace")
 	}
 	for _, ns := range s.Linux.Namespaces {
 		if ns.Path != "" {
@@ -169,6 +175,9 @@ func containerConfig(run sandbox.Spec, imageID, owner string) (*containerSpec, e
 		MaskedPaths:   nonNil(s.Linux.MaskedPaths),
 		ReadonlyPaths: nonNil(s.Linux.ReadonlyPaths),
 		Init:          &no,
+	}
+	if run.Runtime == sandbox.RuntimeGVisor {
+		hc.Runtime = GVisorRuntime
 	}
 	return &containerSpec{name: namePrefix + run.RunID, config: cfg, host: hc}, nil
 }

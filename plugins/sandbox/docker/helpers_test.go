@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -146,7 +147,13 @@ func startEnv() (e *dockerEnv, skip string, err error) {
 			e = nil
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte("{}\n"), 0o600); err != nil {
+	daemonJSON := []byte("{}\n")
+	if _, err := os.Stat("/usr/bin/runsc"); err == nil {
+		// gVisor, registered as the gVisor suite needs it (backend.go).
+		daemonJSON, _ = json.Marshal(map[string]any{"runtimes": map[string]any{
+			GVisorRuntime: map[string]any{"path": "/usr/bin/runsc", "runtimeArgs": GVisorRuntimeArgs}}})
+	}
+	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), daemonJSON, 0o600); err != nil {
 		return e, "", err
 	}
 	logf, err := os.Create(e.log)

@@ -359,6 +359,7 @@ func verifyCreated(want *containerSpec, got *container.InspectResponse) error {
 	check(!slices.ContainsFunc(hc.SecurityOpt, func(o string) bool {
 		return strings.Contains(o, "unconfined") || strings.HasPrefix(o, "systempaths=")
 	}), "an unconfined security option")
+	check(w.Runtime == "" || hc.Runtime == w.Runtime, "runtime %q, want %q", hc.Runtime, w.Runtime)
 	check(hc.NetworkMode == "none", "network mode %q", hc.NetworkMode)
 	check(hc.PidMode == "" && hc.UTSMode == "" && hc.IpcMode == container.IPCModePrivate && hc.CgroupnsMode == container.CgroupnsModePrivate,
 		"namespaces: pid %q uts %q ipc %q cgroupns %q", hc.PidMode, hc.UTSMode, hc.IpcMode, hc.CgroupnsMode)

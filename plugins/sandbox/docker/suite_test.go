@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"testing"
 
+	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
@@ -33,6 +35,32 @@ func TestConformanceEgress(t *testing.T) {
 	cfg := suiteConfig(e)
 	cfg.WithEgress = true
 	sandboxtest.Run(t, newTestBackend(t, e), cfg)
+}
+
+// TestConformanceGVisor runs the whole suite with Spec.Runtime gvisor:
+// the private dockerd has runsc registered (helpers_test.go).
+func TestConformanceGVisor(t *testing.T) {
+	e := testEnv(t)
+	requireRunsc(t)
+	cfg := suiteConfig(e)
+	cfg.Runtime = sandbox.RuntimeGVisor
+	// gVisor does not see the workspace volume's noexec (config.go): every
+	// workspace is refused, and the suite checks the refusal.
+	cfg.WorkspaceRefused = true
+	sandboxtest.Run(t, newTestBackend(t, e), cfg)
+}
+
+// requireRunsc skips a gVisor test when runsc is not installed, or fails
+// it when AGENTNODE_REQUIRE_GVISOR=1 (test/deps.sh installs it).
+func requireRunsc(tb testing.TB) {
+	tb.Helper()
+	if _, err := os.Stat("/usr/bin/runsc"); err == nil {
+		return
+	}
+	if os.Getenv("AGENTNODE_REQUIRE_GVISOR") == "1" {
+		tb.Fatal("runsc (gVisor) is not installed at /usr/bin/runsc (and AGENTNODE_REQUIRE_GVISOR=1)")
+	}
+	tb.Skip("runsc (gVisor) is not installed at /usr/bin/runsc")
 }
 
 func suiteConfig(e *dockerEnv) sandboxtest.Config {

@@ -123,6 +123,13 @@ func (b *backend) Availability(ctx context.Context, req *sandbox.AvailabilityReq
 	if err != nil {
 		return nil, fmt.Errorf("podman: %w", err)
 	}
+	rt := sandbox.RuntimeNative
+	if req.Runtime != "" && req.Runtime != sandbox.RuntimeNative {
+		if e, err = e.forRuntime(req.Runtime); errors.As(err, &un) {
+			return no(un.reason, "%s", un.detail)
+		}
+		rt = req.Runtime
+	}
 	id, err := b.imagePresent(ctx, e, req.Image)
 	if errors.As(err, &un) {
 		return no(un.reason, "%s", un.detail)
@@ -130,7 +137,17 @@ func (b *backend) Availability(ctx context.Context, req *sandbox.AvailabilityReq
 	if err != nil {
 		return nil, fmt.Errorf("podman: %w", err)
 	}
-	return &sandbox.AvailabilityResponse{Available: true, Detail: fmt.Sprintf("podman %s, runc %s, image %s is sha256:%s", e.podmanVer, e.runcVer, req.Image, id)}, nil
+	detail := fmt.Sprintf("podman %s, runc %s, image %s is sha256:%s", e.podmanVer, e.runcVer, req.Image, id)
+	if e.gvisor {
+		detail = fmt.Sprintf("podman %s, gVisor %s, image %s is sha256:%s", e.podmanVer, e.runsc, req.Image, id)
+	}
+	return &sandbox.AvailabilityResponse{Available: true, Runtime: rt, Detail: detail}, nil
+}
+
+// SupportsRuntime: podman runs gVisor through runsc (registered in the
+// plugin's containers.conf); Availability says whether it is installed.
+func (b *backend) SupportsRuntime(rt string) bool {
+	return rt == sandbox.RuntimeNative || rt == sandbox.RuntimeGVisor
 }
 
 // imagePresent looks req's image up in podman's storage and returns its ID.
@@ -221,6 +238,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	e, err := b.engine(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("podman: run %s: podman is unavailable: %w", id, err)
+	}
+	if e, err = e.forRuntime(req.Runtime); err != nil {
+		return nil, fmt.Errorf("podman: run %s: %w", id, err)
 	}
 	// podman runs the image, not the profile's Root.Path.
 	s, err := profile.ForRun(req.Spec)

@@ -12,6 +12,9 @@ package main
 //	                               containers.conf, and nothing after it
 //	BenchmarkPodmanSideBySide      the two interleaved in one loop, with
 //	                               ns/op of each and the ratio as metrics
+//	BenchmarkPodmanGVisorSideBySide the same under gVisor (Spec.Runtime
+//	                               gvisor; `podman --runtime runsc run --rm`
+//	                               with the same runsc flags)
 //
 // Goal: backend ≤ 1.10× the CLI.
 
@@ -30,14 +33,17 @@ import (
 
 var benchSeq atomic.Int64
 
-// benchBackend returns a func that runs busybox true through the backend.
-func benchBackend(b *testing.B) func() {
+// benchBackend returns a func that runs busybox true through the backend
+// under runtime rt ("" native).
+func benchBackend(b *testing.B, rt string) func() {
 	be, fx := setup(b)
 	prefix := fmt.Sprintf("bench-%d", os.Getpid())
 	b.Cleanup(func() { sweep(prefix) })
 	return func() {
 		id := fmt.Sprintf("%s-%d", prefix, benchSeq.Add(1))
-		resp, err := be.Run(b.Context(), &sandbox.RunRequest{Spec: spec(fx, id, "true")})
+		s := spec(fx, id, "true")
+		s.Runtime = rt
+		resp, err := be.Run(b.Context(), &sandbox.RunRequest{Spec: s})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -48,10 +54,14 @@ func benchBackend(b *testing.B) func() {
 }
 
 // benchCLI returns a func that runs the same container with
-// `podman run --rm` and the backend's flags.
-func benchCLI(b *testing.B) func() {
+// `podman run --rm` and the backend's flags (and, for gVisor, its runtime
+// options).
+func benchCLI(b *testing.B, rt string) func() {
 	be, fx := setup(b)
 	e, err := be.engine(b.Context())
+	if err == nil {
+		e, err = e.forRuntime(rt)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +100,7 @@ func sweep(prefix string) {
 }
 
 func BenchmarkPodmanBackendTrivial(b *testing.B) {
-	f := benchBackend(b)
+	f := benchBackend(b, "")
 	f() // the probe and the first image access happen outside the loop
 	for b.Loop() {
 		f()
@@ -98,7 +108,7 @@ func BenchmarkPodmanBackendTrivial(b *testing.B) {
 }
 
 func BenchmarkPodmanRunCLI(b *testing.B) {
-	f := benchCLI(b)
+	f := benchCLI(b, "")
 	f()
 	for b.Loop() {
 		f()
@@ -107,8 +117,16 @@ func BenchmarkPodmanRunCLI(b *testing.B) {
 
 // BenchmarkPodmanSideBySide interleaves the two so that both cores' load
 // affects them alike, and reports each one's ns/op and the ratio.
-func BenchmarkPodmanSideBySide(b *testing.B) {
-	fns := []func(){benchBackend(b), benchCLI(b)}
+func BenchmarkPodmanSideBySide(b *testing.B) { podmanSideBySide(b, "") }
+
+// BenchmarkPodmanGVisorSideBySide is BenchmarkPodmanSideBySide under gVisor.
+func BenchmarkPodmanGVisorSideBySide(b *testing.B) {
+	requireRunsc(b)
+	podmanSideBySide(b, sandbox.RuntimeGVisor)
+}
+
+func podmanSideBySide(b *testing.B, rt string) {
+	fns := []func(){benchBackend(b, rt), benchCLI(b, rt)}
 	for _, f := range fns {
 		f()
 	}

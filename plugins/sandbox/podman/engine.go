@@ -65,15 +65,20 @@ type engine struct {
 	podman, runc string
 	podmanVer    string
 	runcVer      string
-	cgroupV2     bool
-	memMount     string // where the memory controller's hierarchy is mounted (v2: the unified one)
-	graphRoot    string
-	runRoot      string
-	graphDriver  string
-	stateDir     string
-	seccompFile  string
-	confFile     string
-	env          []string
+	// runsc is gVisor's runtime, registered in containers.conf as
+	// "runsc" ("" when not installed); gvisor: this engine's calls run
+	// containers under it (forRuntime).
+	runsc       string
+	gvisor      bool
+	cgroupV2    bool
+	memMount    string // where the memory controller's hierarchy is mounted (v2: the unified one)
+	graphRoot   string
+	runRoot     string
+	graphDriver string
+	stateDir    string
+	seccompFile string
+	confFile    string
+	env         []string
 	// state reads podman's own state to prove a run's removal without
 	// another podman call; nil when it cannot be read here, and then runs
 	// keep their container (--rm=false) and ask podman (see state.go).
@@ -128,6 +133,17 @@ func (e *engine) plainCommand(bin string, args ...string) *exec.Cmd {
 // work on every host; runc with cgroupfs does, as root), no event log, and
 // only errors on stderr (which a run shares with the tool).
 func (e *engine) globalArgs() []string {
+	if e.gvisor {
+		// By its containers.conf name, which the container records, so
+		// that any later podman call finds runsc again (orphan removal
+		// too). --network=none: runsc's own network stack stays off (only
+		// loopback), as podman's --network none asks; without it runsc
+		// refuses the container.
+		return []string{
+			"--runtime", "runsc", "--runtime-flag", "network=none", "--runtime-flag", "oci-seccomp", "--runtime-flag", "host-uds=open",
+			"--cgroup-manager", "cgroupfs", "--events-backend", "none", "--log-level", "error",
+		}
+	}
 	return []string{
 		"--runtime", e.runc,
 		"--cgroup-manager", "cgroupfs",
@@ -305,6 +321,24 @@ func (b *backend) probe(ctx context.Context) (*engine, error) {
 	return e, nil
 }
 
+// forRuntime is the engine whose calls run containers under rt
+// (sandbox.RuntimeNative or sandbox.RuntimeGVisor), or an error with
+// ReasonRuntimeMissing when runsc is not installed.
+func (e *engine) forRuntime(rt string) (*engine, error) {
+	rt, err := sandbox.NormalizeRuntime(rt)
+	switch {
+	case err != nil:
+		return nil, unavailable(sandbox.ReasonRuntimeMissing, "%v", err)
+	case rt == sandbox.RuntimeNative:
+		return e, nil
+	case e.runsc == "":
+		return nil, unavailable(sandbox.ReasonRuntimeMissing, "gVisor's runsc is not installed where podman and runc are (Debian: apt-get install runsc)")
+	}
+	g := *e
+	g.gvisor = true
+	return &g, nil
+}
+
 // podmanInfo is the part of `podman info --format json` the probe reads.
 type podmanInfo struct {
 	Host struct {
@@ -366,7 +400,7 @@ image_default_transport = "containers-storage:"
 
 [engine.runtimes]
 runc = ["%s"]
-`
+%s`
 
 // writeFiles writes the seccomp profile and containers.conf into the state
 // directory, named by their content so that plugin processes of different
@@ -381,7 +415,11 @@ func (b *backend) writeFiles(e *engine) error {
 	if e.seccompFile, err = writeByContent(b.stateDir, "seccomp-", ".json", sc); err != nil {
 		return unavailable(sandbox.ReasonIncompatible, "seccomp profile: %v", err)
 	}
-	conf := fmt.Sprintf(containersConf, e.seccompFile, e.runc)
+	runsc := ""
+	if e.runsc = findBinary(b.searchDirs, "runsc"); e.runsc != "" {
+		runsc = fmt.Sprintf("runsc = [%q]\n", e.runsc)
+	}
+	conf := fmt.Sprintf(containersConf, e.seccompFile, e.runc, runsc)
 	if e.confFile, err = writeByContent(b.stateDir, "containers-", ".conf", []byte(conf)); err != nil {
 		return unavailable(sandbox.ReasonIncompatible, "containers.conf: %v", err)
 	}

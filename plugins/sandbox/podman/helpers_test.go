@@ -88,6 +88,19 @@ func ownPlaces() (stateDir, cgroupParent string, err error) {
 	return ownStateDir, ownCgroupParent, ownErr
 }
 
+// requireRunsc skips a gVisor test when runsc is not installed, or fails
+// it when AGENTNODE_REQUIRE_GVISOR=1 (test/deps.sh installs it).
+func requireRunsc(tb testing.TB) {
+	tb.Helper()
+	if findBinary(filepath.SplitList(searchPath), "runsc") != "" {
+		return
+	}
+	if os.Getenv("AGENTNODE_REQUIRE_GVISOR") == "1" {
+		tb.Fatalf("runsc (gVisor) is not installed in %s (and AGENTNODE_REQUIRE_GVISOR=1)", searchPath)
+	}
+	tb.Skipf("runsc (gVisor) is not installed in %s", searchPath)
+}
+
 // skipOrFail skips the test, or fails it when AGENTNODE_REQUIRE_PODMAN=1.
 func skipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Helper()

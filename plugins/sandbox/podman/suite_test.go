@@ -3,6 +3,7 @@ package main
 import (
 	"testing"
 
+	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
@@ -22,6 +23,17 @@ func TestConformanceEgress(t *testing.T) {
 	c := sandboxtest.Connect(t, info(), b)
 	cfg := suiteConfig(fx)
 	cfg.WithEgress = true
+	sandboxtest.Run(t, c, cfg)
+}
+
+// TestConformanceGVisor runs the whole suite with Spec.Runtime gvisor:
+// podman with gVisor's runsc as the OCI runtime.
+func TestConformanceGVisor(t *testing.T) {
+	b, fx := setup(t)
+	requireRunsc(t)
+	c := sandboxtest.Connect(t, info(), b)
+	cfg := suiteConfig(fx)
+	cfg.Runtime = sandbox.RuntimeGVisor
 	sandboxtest.Run(t, c, cfg)
 }
 

@@ -152,7 +152,10 @@ type AvailabilityRequest struct {
 	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // name@sha256:...
 	// Host path of the image store in which the host verified image (see
 	// RunSpec.image_store). Empty when no image is asked about.
-	ImageStore    string `protobuf:"bytes,3,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
+	ImageStore string `protobuf:"bytes,3,opt,name=image_store,json=imageStore,proto3" json:"image_store,omitempty"`
+	// The runtime the run would use (RunSpec.runtime): "" or "native" (the
+	// host kernel, namespaces), "gvisor" (gVisor's runsc: a second kernel).
+	Runtime       string `protobuf:"bytes,4,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -201,12 +204,25 @@ func (x *AvailabilityRequest) GetImageStore() string {
 	return ""
 }
 
+func (x *AvailabilityRequest) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
 type AvailabilityResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Available bool                   `protobuf:"varint,1,opt,name=available,proto3" json:"available,omitempty"`
-	// not_installed | not_running | not_permitted | image_missing | incompatible
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// not_installed | not_running | not_permitted | image_missing |
+	// incompatible | runtime_missing
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The runtime the backend runs under when available: it must equal the
+	// request's runtime ("" and "native" are equal). A backend that does not
+	// echo a non-native runtime is unavailable (runtime_missing): a backend
+	// that does not know the field never runs a gVisor run natively.
+	Runtime       string `protobuf:"bytes,4,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +274,13 @@ func (x *AvailabilityResponse) GetReason() string {
 func (x *AvailabilityResponse) GetDetail() string {
 	if x != nil {
 		return x.Detail
+	}
+	return ""
+}
+
+func (x *AvailabilityResponse) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
 	}
 	return ""
 }
@@ -361,8 +384,12 @@ type RunSpec struct {
 	// (`agentnode mcp serve`) sets them; 0 (the default) prepares nothing.
 	// Each prepared sandbox serves one run at most and is destroyed after
 	// warm_idle_ms unused. A backend without a pool ignores them.
-	WarmPoolSize  int32 `protobuf:"varint,14,opt,name=warm_pool_size,json=warmPoolSize,proto3" json:"warm_pool_size,omitempty"`
-	WarmIdleMs    int64 `protobuf:"varint,15,opt,name=warm_idle_ms,json=warmIdleMs,proto3" json:"warm_idle_ms,omitempty"`
+	WarmPoolSize int32 `protobuf:"varint,14,opt,name=warm_pool_size,json=warmPoolSize,proto3" json:"warm_pool_size,omitempty"`
+	WarmIdleMs   int64 `protobuf:"varint,15,opt,name=warm_idle_ms,json=warmIdleMs,proto3" json:"warm_idle_ms,omitempty"`
+	// The runtime that isolates the process: "" or "native" (namespaces on
+	// the host kernel), "gvisor" (gVisor's runsc). A backend that cannot run
+	// it refuses the run; it never runs under another runtime.
+	Runtime       string `protobuf:"bytes,16,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -486,6 +513,13 @@ func (x *RunSpec) GetWarmIdleMs() int64 {
 		return x.WarmIdleMs
 	}
 	return 0
+}
+
+func (x *RunSpec) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 // A host directory mounted at the same absolute path inside the container
@@ -858,20 +892,22 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\x11LoadImageResponse\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x19\n" +
 	"\bimage_id\x18\x02 \x01(\tR\aimageId\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"R\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"l\n" +
 	"\x13AvailabilityRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x1f\n" +
 	"\vimage_store\x18\x03 \x01(\tR\n" +
-	"imageStoreJ\x04\b\x02\x10\x03\"d\n" +
+	"imageStore\x12\x18\n" +
+	"\aruntime\x18\x04 \x01(\tR\aruntimeJ\x04\b\x02\x10\x03\"~\n" +
 	"\x14AvailabilityResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"p\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x18\n" +
+	"\aruntime\x18\x04 \x01(\tR\aruntime\"p\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04pids\x18\x02 \x01(\x03R\x04pids\x12\x12\n" +
 	"\x04cpus\x18\x03 \x01(\x01R\x04cpus\x12\x1b\n" +
-	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xb5\x03\n" +
+	"\ttmp_bytes\x18\x04 \x01(\x03R\btmpBytes\"\xcf\x03\n" +
 	"\aRunSpec\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x1f\n" +
@@ -889,7 +925,8 @@ const file_agentnode_v1_sandbox_proto_rawDesc = "" +
 	"\tworkspace\x18\r \x01(\v2\x17.agentnode.v1.WorkspaceR\tworkspace\x12$\n" +
 	"\x0ewarm_pool_size\x18\x0e \x01(\x05R\fwarmPoolSize\x12 \n" +
 	"\fwarm_idle_ms\x18\x0f \x01(\x03R\n" +
-	"warmIdleMsJ\x04\b\t\x10\n" +
+	"warmIdleMs\x12\x18\n" +
+	"\aruntime\x18\x10 \x01(\tR\aruntimeJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
 	"\x10\v\";\n" +
 	"\tWorkspace\x12\x12\n" +

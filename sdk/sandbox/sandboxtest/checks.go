@@ -67,8 +67,9 @@ func listenerCheck(name, what string, l func(h *harness) (*countingListener, []s
 
 // checks is the suite, in the order Run runs it: the core checks, then
 // those of sealed egress (egress.go), then those of a workspace
-// (workspace.go), then those of the user namespace (userns.go).
-var checks = slices.Concat(coreChecks, egressChecks, workspaceChecks, usernsChecks)
+// (workspace.go), then those of the user namespace (userns.go), then those
+// of gVisor's second kernel (gvisor.go).
+var checks = slices.Concat(coreChecks, egressChecks, workspaceChecks, usernsChecks, gvisorChecks)
 
 // coreChecks are the checks of every run, in the order Run runs them: the
 // run protocol first (everything else relies on it), the slow and
@@ -169,9 +170,7 @@ var coreChecks = []check{
 	probeCheck("dev-minimal", "/dev holds only null, zero, full, random, urandom, tty (and pts, ptmx, shm, mqueue, fd and std* links): no disks, mem, kmsg", nil),
 
 	// --- resource limits ---
-	probeCheck("pids-limit", "a fork bomb stops at Limits.Pids", func(h *harness) ([]string, string) {
-		return []string{itoa(h.cfg.Limits.Pids)}, ""
-	}),
+	{name: "pids-limit", what: "a fork bomb stops at Limits.Pids (under gVisor: or fills the sandbox's pids cgroup, whose pids.max is Limits.Pids, and the Sentry ends the run)", run: checkPids},
 	{name: "memory-limit", what: "a memory bomb is killed (or refused memory) at Limits.MemoryBytes (64 MiB here)", run: checkMemory},
 	{name: "cpu-limit", what: "CPU spinners are held to Limits.CPUs (0.1 here): their cgroup has that CFS quota and it throttles them (or, where the host cannot read the cgroup, they stay within it while an unconfined spinner beside them gets more)", run: checkCPU},
 

@@ -256,6 +256,23 @@
 // Config.NoUserNamespace to say why: the three checks then report "not
 // applicable: <reason>" (skipped, loudly).
 //
+// gVisor's second kernel (Config.Runtime gvisor; other runtimes report
+// "not applicable"):
+//   - gvisor-kernel: /proc/version inside differs from the host's, and
+//     uname does not report the host's release.
+//   - gvisor-enosys: of remap_file_pages, futex_waitv, cachestat and mseal
+//     (allowed by the profile's filter), one the host kernel implements
+//     (measured unconfined by the suite) answers ENOSYS inside.
+//
+// Under gVisor the probe also expects what gVisor's kernel shows where it
+// differs from Linux (the probe gets SANDBOXTEST_RUNTIME=gvisor): no CapAmb
+// or NoNewPrivs line in /proc/self/status (prctl answers instead), no
+// namespace files (setns is tried on another fd), gVisor's own /dev/fuse and
+// /dev/net/tun, int $0x80 decoded by a kernel without an i386 table (any
+// failure but a pid passes), workspace mounts without nosuid and nodev
+// (gVisor ignores both: no_new_privs is always set and its gofer opens no
+// host device), chmod on a read-only workspace refused with EPERM.
+//
 // The suite proves it can fail: its own tests run every check against an
 // insecure backend that executes the probe directly on the host, and most
 // checks must fail there (cpu-limit among them: the host's cgroup has no

@@ -81,6 +81,11 @@ type Config struct {
 	// host uid 1000): the userns-* checks then report "not applicable"
 	// (skipped, loudly). Empty: they must pass.
 	NoUserNamespace string
+	// Runtime is Spec.Runtime and AvailabilityRequest.Runtime of every run
+	// ("" is native). Under sandbox.RuntimeGVisor the checks that read
+	// host-kernel facts expect what gVisor shows, and the gvisor-* checks
+	// prove the second kernel; otherwise those report "not applicable".
+	Runtime string
 }
 
 func (c Config) withDefaults() Config {
@@ -241,6 +246,9 @@ type harness struct {
 	suiteStart string
 	initStart  string
 	abiHost    map[string]string // foreign ABI (int80, x32) → the host kernel's answer, a probe outcome token
+	// hostVersion and hostENOSYS are the host kernel's /proc/version and
+	// its answers to the ENOSYS candidates (gvisor.go).
+	hostVersion, hostENOSYS string
 
 	egress *egressServer // Spec.EgressSocket of egress runs
 
@@ -253,13 +261,22 @@ type harness struct {
 	runs atomic.Int64
 }
 
+// env is Spec.Env of a run: passedEnv, and the runtime for the probe.
+func (h *harness) env() []string {
+	env := append([]string(nil), passedEnv...)
+	if h.cfg.Runtime != "" {
+		env = append(env, runtimeEnv+"="+h.cfg.Runtime)
+	}
+	return env
+}
+
 // newHarness checks that b is available, builds the package directory and
 // starts the host-side fixtures; tb's cleanup undoes it all.
 func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(tb.Context(), 2*time.Minute)
 	defer cancel()
-	av, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: cfg.Image, ImageStore: cfg.ImageStore})
+	av, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: cfg.Image, ImageStore: cfg.ImageStore, Runtime: cfg.Runtime})
 	if err != nil {
 		return nil, fmt.Errorf("sandboxtest: availability: %w", err)
 	}
@@ -291,6 +308,7 @@ func newHarness(tb testing.TB, b sandbox.Backend, cfg Config) (*harness, error) 
 	}
 	// The control of the foreign-ABI checks: what this host's kernel does
 	// with them, without a sandbox.
+	h.measureHostKernel(ctx, probe)
 	h.abiHost = map[string]string{}
 	for _, abi := range []string{"int80", "x32"} {
 		h.abiHost[abi] = hostABIOutcome(ctx, probe, abi)
@@ -509,11 +527,12 @@ func (h *harness) exec(ctx context.Context, name string, o runOpts) runResult {
 			PackageDir:   h.pack,
 			ImageStore:   h.cfg.ImageStore,
 			Args:         append([]string{argv0}, o.args...),
-			Env:          append([]string(nil), passedEnv...),
+			Env:          h.env(),
 			Limits:       limits,
 			Timeout:      timeout,
 			EgressSocket: sock,
 			Workspace:    o.workspace,
+			Runtime:      h.cfg.Runtime,
 		},
 		Stdin:  o.stdin,
 		Stdout: stdout,

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -63,6 +65,10 @@ func statusField(key string) (string, error) {
 func capCheck(key string) checkFunc {
 	return func([]string) (bool, string) {
 		v, err := statusField(key)
+		if err != nil && key == "CapAmb" {
+			// gVisor's /proc/self/status has no CapAmb line: ask prctl.
+			return ambientEmpty(err)
+		}
 		if err != nil {
 			return false, err.Error()
 		}
@@ -71,10 +77,36 @@ func capCheck(key string) checkFunc {
 	}
 }
 
+// ambientEmpty asks prctl(PR_CAP_AMBIENT_IS_SET) about every capability
+// up to CAP_LAST_CAP (where /proc/self/status does not say, statusErr).
+func ambientEmpty(statusErr error) (bool, string) {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	for c := 0; c <= last; c++ {
+		set, err := unix.PrctlRetInt(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, uintptr(c), 0, 0)
+		if errors.Is(err, unix.EINVAL) && underGVisor() {
+			return true, fmt.Sprintf("%v; prctl(PR_CAP_AMBIENT): EINVAL: gVisor's kernel has no ambient capability set", statusErr)
+		}
+		if err != nil {
+			return false, fmt.Sprintf("%v; prctl(PR_CAP_AMBIENT_IS_SET, %d): %v", statusErr, c, err)
+		}
+		if set != 0 {
+			return false, fmt.Sprintf("%v; ambient capability %d is set", statusErr, c)
+		}
+	}
+	return true, fmt.Sprintf("%v; prctl: no ambient capability among 0..%d", statusErr, last)
+}
+
 func checkNoNewPrivs([]string) (bool, string) {
 	v, err := statusField("NoNewPrivs")
 	if err != nil {
-		return false, err.Error()
+		// gVisor's /proc/self/status has no NoNewPrivs line: prctl alone.
+		p, perr := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+		return perr == nil && p == 1, fmt.Sprintf("%v; prctl(PR_GET_NO_NEW_PRIVS)=%d (%v), want 1", err, p, perr)
 	}
 	p, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	if err != nil {

@@ -148,6 +148,10 @@ var checks = map[string]checkFunc{
 	"userns-host-file": checkUsernsHostFile, // PATH...
 	"userns-host-ids":  checkUsernsHostIDs,  // TOKEN
 
+	// the second kernel (Config.Runtime gvisor)
+	"gvisor-kernel": checkGVisorKernel, // HOSTVERSION
+	"gvisor-enosys": checkGVisorENOSYS, // HOSTOUTCOMES
+
 	// a workspace (Spec.Workspace)
 	"workspace-cwd":             checkWorkspaceCwd,          // WS TOKEN
 	"workspace-readonly":        checkWorkspaceReadonly,     // WS TOKEN
@@ -220,6 +224,8 @@ func helper(name string, args []string) bool {
 		}
 	case "abi-host":
 		abiHost(args)
+	case "enosys-host":
+		enosysHost(args)
 	case "mounts":
 		if err := printMounts(); err != nil {
 			fmt.Fprintf(os.Stderr, "probe: mounts: %v\n", err)

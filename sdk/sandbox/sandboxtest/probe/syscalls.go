@@ -209,6 +209,11 @@ func checkSetns([]string) (bool, string) {
 	defer runtime.UnlockOSThread()
 	// Joining our own UTS namespace changes nothing when it is allowed.
 	fd, err := unix.Open("/proc/thread-self/ns/uts", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		// No namespace files (gVisor): any fd will do, since the filter
+		// must refuse setns before the kernel looks at it (else EINVAL).
+		fd, err = unix.Open("/", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return false, "opening /proc/thread-self/ns/uts: " + errText(err)
 	}
