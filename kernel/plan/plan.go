@@ -84,6 +84,12 @@ type Plan struct {
 	Plugins *pluginhost.Host
 }
 
+// MCPReadMethods are the MCP requests of an mcp_server package's resources
+// and prompts that are decided like a call of a read tool of that name
+// (a tool name has no "/"; specs/mcp.md).
+var MCPReadMethods = map[string]bool{"resources/list": true, "resources/templates/list": true,
+	"resources/read": true, "prompts/list": true, "prompts/get": true}
+
 // MCPLaunch is how the decision found an mcp_server package's server may
 // be started: preinstalled and pinned (from the sealed lockfile entry when
 // there is one), its sealed egress domains and its declared tools.

@@ -243,15 +243,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestToResult(t *testing.T) {
 	okTrue, okFalse := true, false
-	r := toResult(&dispatch.Result{RequestID: "r1", Decision: "allow", OK: &okTrue, Output: json.RawMessage(`{"a":1}`)}, nil)
+	r := toResult(&dispatch.Result{RequestID: "r1", Decision: "allow", OK: &okTrue, Output: json.RawMessage(`{"a":1}`)}, nil, nil)
 	if r.IsError || text(r) != `{"a":1}` || string(r.StructuredContent.(json.RawMessage)) != `{"a":1}` {
 		t.Fatalf("object result: %+v", r)
 	}
-	r = toResult(&dispatch.Result{Decision: "allow", OK: &okTrue, Output: json.RawMessage(`[1]`)}, nil)
+	r = toResult(&dispatch.Result{Decision: "allow", OK: &okTrue, Output: json.RawMessage(`[1]`)}, nil, nil)
 	if r.IsError || text(r) != `[1]` || r.StructuredContent != nil {
 		t.Fatalf("array result: %+v", r)
 	}
-	r = toResult(&dispatch.Result{Decision: "allow", OK: &okFalse, Error: "boom"}, nil)
+	r = toResult(&dispatch.Result{Decision: "allow", OK: &okFalse, Error: "boom"}, nil, nil)
 	if !r.IsError || text(r) != "tool failed: boom" {
 		t.Fatalf("tool failure: %+v", r)
 	}

@@ -1,0 +1,96 @@
+package mcpserve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentnode/agentnode/executor/mcpproxy"
+	"github.com/agentnode/agentnode/kernel/plan"
+	"github.com/agentnode/agentnode/kernel/reason"
+)
+
+// passingThrough answers, with --package, the resources and prompts
+// requests of the MCP spec (plan.MCPReadMethods) with the served package's
+// server's own answers: each is one request through the kernel, decided as
+// a read tool named after the method (Guard policy, rate limit,
+// inspectors, audit: the decision and outcome records name the method as
+// the tool), forwarded by the Guard proxy of the package's kept server.
+// Without --package (many packages at once) the SDK's own handlers answer
+// them with empty lists.
+func (s *Server) passingThrough(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if s.opts.Package == "" || !plan.MCPReadMethods[method] {
+			return next(ctx, method, req)
+		}
+		return s.forward(ctx, method, req.GetParams())
+	}
+}
+
+// forward runs one resources or prompts request through the kernel and
+// returns the server's result, agentnode's _meta keys added, or a
+// JSON-RPC error saying why not: -32002 (resource not found) for a
+// resources/read of a URI the server does not list, -32602 for a
+// prompts/get of a prompt it does not list, -32603 for any other refusal
+// or failure, each "deny <code>: …", "error <code>: …" or "failed: …" with
+// the request id in the error's data.
+func (s *Server) forward(ctx context.Context, method string, params mcp.Params) (mcp.Result, error) {
+	in := json.RawMessage(`{}`)
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid params: %v", err)}
+		}
+		if string(b) != "null" {
+			in = b
+		}
+	}
+	out, raw, runErr := s.run(ctx, s.opts.Package, method, in)
+	if out == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: "deny " + string(reason.PluginUnavailable) + ": the server is shutting down"}
+	}
+	if runErr == nil && raw != nil {
+		if r := resultOf(method); r != nil && json.Unmarshal(raw, r) == nil {
+			r.SetMeta(resultMeta(out, r.GetMeta()))
+			return r, nil
+		}
+	}
+	// The text of a tool error (toResult), as a JSON-RPC error.
+	msg := "failed: the MCP server's answer could not be passed on"
+	if tr := toResult(out, runErr, nil); len(tr.Content) > 0 {
+		if tc, ok := tr.Content[0].(*mcp.TextContent); ok {
+			msg = tc.Text
+		}
+	}
+	data, _ := json.Marshal(resultMeta(out, nil))
+	code := int64(jsonrpc.CodeInternalError)
+	switch {
+	case errors.Is(runErr, mcpproxy.ErrNotListed) && method == "resources/read":
+		code = mcp.CodeResourceNotFound
+	case errors.Is(runErr, mcpproxy.ErrNotListed), reason.CodeOf(runErr) == reason.InputDenied:
+		code = jsonrpc.CodeInvalidParams
+	}
+	return nil, &jsonrpc.Error{Code: code, Message: msg, Data: data}
+}
+
+// resultOf is a new result of method's type.
+func resultOf(method string) mcp.Result {
+	switch method {
+	case "resources/list":
+		return &mcp.ListResourcesResult{}
+	case "resources/templates/list":
+		return &mcp.ListResourceTemplatesResult{}
+	case "resources/read":
+		return &mcp.ReadResourceResult{}
+	case "prompts/list":
+		return &mcp.ListPromptsResult{}
+	case "prompts/get":
+		return &mcp.GetPromptResult{}
+	}
+	return nil
+}
