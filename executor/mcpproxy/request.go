@@ -32,7 +32,7 @@ var ErrNotMethod = errors.New("not a resources or prompts request agentnode pass
 // without reaching the server with it. Only the params' known fields are
 // sent (decoded into the SDK's params type and encoded again).
 func (p *Proxy) Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if !plan.MCPReadMethods[method] {
+	if plan.MCPReadMethods[method] == "" {
 		return nil, reason.New(reason.PolicyDenied, "%s: %w", method, ErrNotMethod)
 	}
 	if len(params) == 0 {

@@ -125,7 +125,7 @@ func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Out
 		raw     json.RawMessage
 		callErr error
 	)
-	method := plan.MCPReadMethods[p.Tool.Name] // resources and prompts: decided as a read tool of that name
+	method := plan.MCPReadMethods[p.Tool.Name] != "" // resources and prompts: decided as a read tool of that name
 	if method {
 		raw, callErr = sess.proxy.Request(callCtx, p.Tool.Name, input.Bytes())
 	} else {

@@ -85,10 +85,11 @@ type Plan struct {
 }
 
 // MCPReadMethods are the MCP requests of an mcp_server package's resources
-// and prompts that are decided like a call of a read tool of that name
-// (a tool name has no "/"; specs/mcp.md).
-var MCPReadMethods = map[string]bool{"resources/list": true, "resources/templates/list": true,
-	"resources/read": true, "prompts/list": true, "prompts/get": true}
+// and prompts, decided like a call of a read tool of that name (a tool name
+// has no "/"), with their params' JSON Schema as its input schema (specs/mcp.md).
+var MCPReadMethods = map[string]string{"resources/list": `{"type":"object"}`, "resources/templates/list": `{"type":"object"}`,
+	"resources/read": `{"type":"object","properties":{"uri":{"type":"string","format":"uri"}},"required":["uri"]}`,
+	"prompts/list":   `{"type":"object"}`, "prompts/get": `{"type":"object","required":["name"]}`}
 
 // MCPLaunch is how the decision found an mcp_server package's server may
 // be started: preinstalled and pinned (from the sealed lockfile entry when

@@ -24,7 +24,7 @@ import (
 // them with empty lists.
 func (s *Server) passingThrough(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if s.opts.Package == "" || !plan.MCPReadMethods[method] {
+		if s.opts.Package == "" || plan.MCPReadMethods[method] == "" {
 			return next(ctx, method, req)
 		}
 		return s.forward(ctx, method, req.GetParams())
