@@ -87,7 +87,27 @@ func (p *Proxy) Request(ctx context.Context, method string, params json.RawMessa
 		}
 		return nil, fmt.Errorf("mcpproxy: %s: %w", method, err)
 	}
-	return json.Marshal(res)
+	return asReceived(res)
+}
+
+// asReceived is res as JSON without the fields the go-sdk's types write
+// even when the server did not send them ("ttlMs": 0, "cacheScope": "";
+// a server that sent them at these values meant the same).
+func asReceived(res any) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	for k, zero := range map[string]string{"ttlMs": "0", "cacheScope": `""`} {
+		if string(fields[k]) == zero {
+			delete(fields, k)
+		}
+	}
+	return json.Marshal(fields)
 }
 
 func decodeParams(method string, params json.RawMessage, v any) error {

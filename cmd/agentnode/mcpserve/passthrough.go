@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentnode/agentnode/executor/mcpproxy"
+	"github.com/agentnode/agentnode/kernel/dispatch"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
 )
@@ -55,8 +56,7 @@ func (s *Server) forward(ctx context.Context, method string, params mcp.Params) 
 			Message: "deny " + string(reason.PluginUnavailable) + ": the server is shutting down"}
 	}
 	if runErr == nil && raw != nil {
-		if r := resultOf(method); r != nil && json.Unmarshal(raw, r) == nil {
-			r.SetMeta(resultMeta(out, r.GetMeta()))
+		if r, err := asSent(method, raw, out); err == nil {
 			return r, nil
 		}
 	}
@@ -76,6 +76,44 @@ func (s *Server) forward(ctx context.Context, method string, params mcp.Params) 
 		code = jsonrpc.CodeInvalidParams
 	}
 	return nil, &jsonrpc.Error{Code: code, Message: msg, Data: data}
+}
+
+// sentResult is a server's result passed on as the JSON it came in (its
+// own fields, agentnode's _meta keys added), not re-encoded from the SDK's
+// type, which would add fields the server did not send (the go-sdk
+// writes "ttlMs" and "cacheScope" always). The SDK sees the typed result.
+type sentResult struct {
+	mcp.Result
+	json json.RawMessage
+}
+
+func (r sentResult) MarshalJSON() ([]byte, error) { return r.json, nil }
+
+// asSent checks that raw is a result of method's type and returns it as
+// sent, with agentnode's _meta keys about res added.
+func asSent(method string, raw json.RawMessage, res *dispatch.Result) (mcp.Result, error) {
+	typed := resultOf(method)
+	if typed == nil {
+		return nil, fmt.Errorf("no result type for %s", method)
+	}
+	if err := json.Unmarshal(raw, typed); err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	meta := resultMeta(res, typed.GetMeta())
+	typed.SetMeta(meta)
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	fields["_meta"] = b
+	if b, err = json.Marshal(fields); err != nil {
+		return nil, err
+	}
+	return sentResult{Result: typed, json: b}, nil
 }
 
 // resultOf is a new result of method's type.
