@@ -385,3 +385,49 @@ func TestMCPServeHostileServerPassthrough(t *testing.T) {
 		t.Errorf("audit of the refused resources/list: %v", recs)
 	}
 }
+
+// server-memory (the reference knowledge-graph server) behind `mcp serve
+// --package memory-mcp`, sandboxed on libcontainer in the Node image, over
+// stdio and Streamable HTTP, answers create_entities and read_graph
+// exactly as the same server started directly with the host's node does
+// (content and structuredContent as the server sent them).
+func TestMCPServePassesThroughMemory(t *testing.T) {
+	e := newMCPEnv(t)
+	pkg := nodeSandboxEnv(t, e)
+	var entities map[string]any
+	if err := json.Unmarshal([]byte(memoryEntities), &entities); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	answers := func(cs *mcp.ClientSession) []any {
+		t.Helper()
+		var out []any
+		for _, c := range []struct {
+			tool string
+			args any
+		}{{"create_entities", entities}, {"read_graph", map[string]any{}}} {
+			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+			if err != nil {
+				t.Fatalf("%s: %v", c.tool, err)
+			}
+			b, _ := json.Marshal(r)
+			out = append(out, comparable(generic(t, b)))
+		}
+		return out
+	}
+	direct := answers(directSession(t, pkg, workspace(t)))
+	cs, _, stderr := e.serveArgs(t, nil, "--package", "memory-mcp", "--workspace", workspace(t))
+	stdio := answers(cs)
+	if !reflect.DeepEqual(direct, stdio) {
+		t.Errorf("direct:\n %s\nthrough agentnode (stdio):\n %s\nstderr: %s", jsonOf(direct), jsonOf(stdio), stderr)
+	}
+	srv := e.serveHTTP(t, "--package", "memory-mcp", "--workspace", workspace(t))
+	if http := answers(connectHTTP(t, srv.url, e.token(t))); !reflect.DeepEqual(direct, http) {
+		t.Errorf("direct:\n %s\nthrough agentnode (HTTP):\n %s\nstderr: %s", jsonOf(direct), jsonOf(http), srv.stderr)
+	}
+	// Its text is the server's own (not a tool I/O result re-encoded).
+	if s := jsonOf(stdio[1]); !strings.Contains(s, `"structuredContent"`) || !strings.Contains(s, `"type":"text"`) {
+		t.Errorf("read_graph through agentnode: %s", s)
+	}
+}
