@@ -86,11 +86,6 @@ var knownDifferences = map[string]string{
 	// for unknown tools), before anything reaches the sandboxed server.
 	"tools-call-simple-text": "unknown tool: a JSON-RPC error, not an isError result",
 	"tools-call-error":       "unknown tool: a JSON-RPC error, not an isError result",
-	// agentnode serves no resources of a package (resources/list is empty
-	// and resources.subscribe is not advertised), so it cannot subscribe to
-	// one.
-	"resources-subscribe":   "resources are not passed through",
-	"resources-unsubscribe": "resources are not passed through",
 }
 
 // conformanceTools returns the pinned node (22, the suite's minimum) and

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,6 +222,40 @@ func TestMCPServePassesThroughEverything(t *testing.T) {
 	gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "args-prompt", Arguments: map[string]string{"city": "Oslo"}})
 	if err != nil || len(gp.Messages) == 0 || !strings.Contains(jsonOf(gp), "Oslo") {
 		t.Errorf("prompts/get over HTTP: %v %v", jsonOf(gp), err)
+	}
+
+	// A subscription reaches the server, and its
+	// notifications/resources/updated reach the subscribed client.
+	updated := make(chan string, 16)
+	sub, err := mcp.NewClient(&mcp.Implementation{Name: "agentnode-e2e-subscriber", Version: "1.0.0"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			select {
+			case updated <- r.Params.URI:
+			default:
+			}
+		},
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: &http.Client{Transport: bearer{e.token(t)}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	const watched = "demo://resource/dynamic/text/7"
+	if err := sub.Subscribe(ctx, &mcp.SubscribeParams{URI: watched}); err != nil {
+		t.Fatalf("resources/subscribe: %v\nstderr: %s", err, srv.stderr)
+	}
+	if r := callTool(t, sub, "toggle-subscriber-updates", map[string]any{}); r.IsError {
+		t.Fatalf("toggle-subscriber-updates: %s", jsonOf(r))
+	}
+	select {
+	case uri := <-updated:
+		if uri != watched {
+			t.Errorf("notifications/resources/updated for %q, subscribed to %q", uri, watched)
+		}
+	case <-ctx.Done():
+		t.Errorf("no notifications/resources/updated (server-everything sends one every 5 s)\nstderr: %s", srv.stderr)
+	}
+	if err := sub.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: watched}); err != nil {
+		t.Errorf("resources/unsubscribe: %v", err)
 	}
 }
 

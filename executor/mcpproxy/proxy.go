@@ -190,11 +190,21 @@ func NewServer(p *Proxy, impl *mcp.Implementation) *mcp.Server {
 // server's stdout, w its stdin. Frames are bounded by maxFrame bytes (0:
 // the SDK's default). The client offers the server nothing (no roots,
 // sampling or elicitation), so a server cannot call back into agentnode.
-func Connect(ctx context.Context, r io.ReadCloser, w io.WriteCloser, maxFrame int) (*mcp.ClientSession, error) {
-	c := mcp.NewClient(&mcp.Implementation{Name: "agentnode", Title: "agentnode Guard proxy"}, &mcp.ClientOptions{
+// onUpdated, if not nil, receives the server's
+// notifications/resources/updated (of resources subscribed with Request).
+func Connect(ctx context.Context, r io.ReadCloser, w io.WriteCloser, maxFrame int, onUpdated func(context.Context, *mcp.ResourceUpdatedNotificationParams)) (*mcp.ClientSession, error) {
+	opts := &mcp.ClientOptions{
 		Capabilities:   &mcp.ClientCapabilities{},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-	})
+	}
+	if onUpdated != nil {
+		opts.ResourceUpdatedHandler = func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if req != nil && req.Params != nil {
+				onUpdated(ctx, req.Params)
+			}
+		}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "agentnode", Title: "agentnode Guard proxy"}, opts)
 	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: maxFrame}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: initialize: %w", err)

@@ -68,6 +68,18 @@ func (p *Proxy) Request(ctx context.Context, method string, params json.RawMessa
 				res, err = p.session.ReadResource(ctx, &prm)
 			}
 		}
+	case "resources/subscribe":
+		// Any URI, listed or not: an update names only the URI, and a
+		// read of it is checked again.
+		var prm mcp.SubscribeParams
+		if err = decodeParams(method, params, &prm); err == nil {
+			res, err = struct{}{}, p.session.Subscribe(ctx, &prm)
+		}
+	case "resources/unsubscribe":
+		var prm mcp.UnsubscribeParams
+		if err = decodeParams(method, params, &prm); err == nil {
+			res, err = struct{}{}, p.session.Unsubscribe(ctx, &prm)
+		}
 	case "prompts/list":
 		var prm mcp.ListPromptsParams
 		if err = decodeParams(method, params, &prm); err == nil {

@@ -18,7 +18,10 @@ import (
 // (even one it lists nowhere) and counts the reads and gets it receives.
 func resourceServer(t *testing.T, reads *atomic.Int64) *mcp.ClientSession {
 	t.Helper()
-	s := mcp.NewServer(&mcp.Implementation{Name: "resources", Version: "1.0.0"}, nil)
+	subscribed := func(context.Context, *mcp.SubscribeRequest) error { return nil }
+	unsubscribed := func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	s := mcp.NewServer(&mcp.Implementation{Name: "resources", Version: "1.0.0"},
+		&mcp.ServerOptions{SubscribeHandler: subscribed, UnsubscribeHandler: unsubscribed})
 	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "body of " + req.Params.URI}}}, nil
 	}
@@ -86,7 +89,10 @@ func TestProxyRequest(t *testing.T) {
 		{"resources/read", `{"uri":"mem://logs/a/b"}`, "", ErrNotListed, 3},
 		{"prompts/get", `{"name":"steal"}`, "", ErrNotListed, 3},
 		{"tools/call", `{}`, "", ErrNotMethod, 3},
-		{"resources/subscribe", `{"uri":"mem://a"}`, "", ErrNotMethod, 3},
+		{"completion/complete", `{}`, "", ErrNotMethod, 3},
+		// Subscribing to any URI is passed on (an update names only it).
+		{"resources/subscribe", `{"uri":"mem://anything"}`, "{}", nil, 3},
+		{"resources/unsubscribe", `{"uri":"mem://anything"}`, "{}", nil, 3},
 	} {
 		got, err := p.Request(ctx, c.method, json.RawMessage(c.params))
 		if c.wantErr != nil {
@@ -105,7 +111,7 @@ func TestProxyRequest(t *testing.T) {
 	}
 	// The decision hook decides each request, with the method as the tool;
 	// a refusal reaches nothing.
-	if len(decided) != 9 || decided[0] != "resources/list {}" || decided[1] != "resources/templates/list {}" {
+	if len(decided) != 11 || decided[0] != "resources/list {}" || decided[1] != "resources/templates/list {}" {
 		t.Errorf("decided: %q", decided)
 	}
 	if _, err := p.Request(ctx, "resources/read", json.RawMessage(`{"uri":"mem://a","x":"refuse-me"}`)); reason.CodeOf(err) != reason.PolicyDenied || reads.Load() != 3 {

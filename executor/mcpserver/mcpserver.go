@@ -113,7 +113,7 @@ func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Out
 	if pool != nil {
 		sess, release, err = pool.acquire(callCtx, p, b, out)
 	} else {
-		sess, err = startSession(callCtx, ctx, p, b, out, p.Timeout)
+		sess, err = startSession(callCtx, ctx, p, b, out, p.Timeout, nil)
 		release = func(bool) {}
 	}
 	if err != nil {

@@ -25,10 +25,41 @@ import (
 // them with empty lists.
 func (s *Server) passingThrough(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if s.opts.Package == "" || plan.MCPReadMethods[method] == "" {
+		if s.opts.Package == "" || plan.MCPReadMethods[method] == "" || subscriptions[method] {
 			return next(ctx, method, req)
 		}
 		return s.forward(ctx, method, req.GetParams())
+	}
+}
+
+// subscriptions are the requests the SDK's subscribe handlers pass on
+// (subscribe, unsubscribe), so that it keeps track of which session
+// subscribed to what.
+var subscriptions = map[string]bool{"resources/subscribe": true, "resources/unsubscribe": true}
+
+// subscribe passes a resources/subscribe through the kernel to the
+// server (any URI: an update names only the URI, a read is checked
+// again); the SDK then sends the session the server's
+// notifications/resources/updated for it (resourceUpdated).
+func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	_, err := s.forward(ctx, "resources/subscribe", req.Params)
+	return err
+}
+
+// unsubscribe passes a resources/unsubscribe through like subscribe.
+func (s *Server) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	_, err := s.forward(ctx, "resources/unsubscribe", req.Params)
+	return err
+}
+
+// resourceUpdated forwards the served package's server's
+// notifications/resources/updated to the sessions subscribed to the URI.
+func (s *Server) resourceUpdated(ctx context.Context, pkg string, params *mcp.ResourceUpdatedNotificationParams) {
+	if pkg != s.opts.Package {
+		return
+	}
+	if err := s.mcp.ResourceUpdated(ctx, params); err != nil {
+		s.logf("notifications/resources/updated %s: %v", params.URI, err)
 	}
 }
 
@@ -129,6 +160,8 @@ func resultOf(method string) mcp.Result {
 		return &mcp.ListPromptsResult{}
 	case "prompts/get":
 		return &mcp.GetPromptResult{}
+	case "resources/subscribe", "resources/unsubscribe":
+		return &mcp.ListResourcesResult{} // {} and _meta: only whether it failed is passed on
 	}
 	return nil
 }

@@ -121,15 +121,19 @@ func New(opts Options) *Server {
 	// through (passthrough.go).
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
 	if opts.Package != "" {
-		caps.Resources, caps.Prompts = &mcp.ResourceCapabilities{}, &mcp.PromptCapabilities{}
+		caps.Resources, caps.Prompts = &mcp.ResourceCapabilities{Subscribe: true}, &mcp.PromptCapabilities{}
 	}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version},
-		&mcp.ServerOptions{
-			Instructions: "Tools of the packages installed in agentnode. Every call is decided by agentnode's " +
-				"pipeline (trust, placement, Guard policy, rate limits, inspectors), audited, and run on the " +
-				"confined host or in the hardened sandbox. A refusal is a tool error \"deny <code>: <reason>\".",
-			Capabilities: caps,
-		})
+	sopts := &mcp.ServerOptions{
+		Instructions: "Tools of the packages installed in agentnode. Every call is decided by agentnode's " +
+			"pipeline (trust, placement, Guard policy, rate limits, inspectors), audited, and run on the " +
+			"confined host or in the hardened sandbox. A refusal is a tool error \"deny <code>: <reason>\".",
+		Capabilities: caps,
+	}
+	if opts.Package != "" {
+		sopts.SubscribeHandler, sopts.UnsubscribeHandler = s.subscribe, s.unsubscribe
+		servers.OnResourceUpdated(s.resourceUpdated)
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version}, sopts)
 	s.mcp.AddReceivingMiddleware(s.refreshing, s.passingThrough)
 	return s
 }
