@@ -67,9 +67,16 @@ func comparable(v any) any {
 		if out["required"] == false {
 			delete(out, "required")
 		}
+		// The go-sdk's server (agentnode) adds to a result of the newest
+		// protocol (2026-07-28, which the Go client asks for and the
+		// TypeScript servers do not speak) its serverInfo and resultType:
+		// the envelope, not the server's answer.
+		if out["resultType"] == "complete" {
+			delete(out, "resultType")
+		}
 		if m, ok := out["_meta"].(map[string]any); ok {
 			for k := range m {
-				if strings.HasPrefix(k, "agentnode/") {
+				if strings.HasPrefix(k, "agentnode/") || k == "io.modelcontextprotocol/serverInfo" {
 					delete(m, k)
 				}
 			}
