@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -234,6 +236,7 @@ func TestMCPServePassesThroughEverything(t *testing.T) {
 	// A subscription reaches the server, and its
 	// notifications/resources/updated reach the subscribed client.
 	updated := make(chan string, 16)
+	var httpProgress progressLog
 	sub, err := mcp.NewClient(&mcp.Implementation{Name: "agentnode-e2e-subscriber", Version: "1.0.0"}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			select {
@@ -241,6 +244,7 @@ func TestMCPServePassesThroughEverything(t *testing.T) {
 			default:
 			}
 		},
+		ProgressNotificationHandler: httpProgress.handler,
 	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: &http.Client{Transport: bearer{e.token(t)}}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +267,58 @@ func TestMCPServePassesThroughEverything(t *testing.T) {
 	}
 	if err := sub.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: watched}); err != nil {
 		t.Errorf("resources/unsubscribe: %v", err)
+	}
+
+	// The progress of a call reaches the caller, under its own token, over
+	// HTTP and stdio.
+	httpProgress.check(t, "HTTP", sub)
+	var stdioProgress progressLog
+	cs2, _, stderr := e.serveArgs(t, &mcp.ClientOptions{ProgressNotificationHandler: stdioProgress.handler}, "--package", "everything")
+	stdioProgress.check(t, "stdio", cs2)
+	if t.Failed() {
+		t.Logf("stdio serve stderr: %s", stderr)
+	}
+}
+
+// progressLog keeps the progress notifications a client received.
+type progressLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *progressLog) handler(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, fmt.Sprintf("%v %v/%v", r.Params.ProgressToken, r.Params.Progress, r.Params.Total))
+}
+
+// check calls server-everything's trigger-long-running-operation (4 steps)
+// with a progress token and requires its 4 notifications under it.
+func (l *progressLog) check(t *testing.T, how string, cs *mcp.ClientSession) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	params := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 1, "steps": 4}}
+	params.SetProgressToken("caller-token-7")
+	r, err := cs.CallTool(ctx, params)
+	if err != nil || r.IsError {
+		t.Fatalf("trigger-long-running-operation over %s: %v %s", how, err, jsonOf(r))
+	}
+	want := []string{"caller-token-7 1/4", "caller-token-7 2/4", "caller-token-7 3/4", "caller-token-7 4/4"}
+	// Notifications and the answer travel apart: wait for the last one.
+	for i := 0; i < 100; i++ {
+		l.mu.Lock()
+		n := len(l.got)
+		l.mu.Unlock()
+		if n >= len(want) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !slices.Equal(l.got, want) {
+		t.Errorf("progress over %s: %q, want %q", how, l.got, want)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/runtrace"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor"
+	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/executor/mcpserver"
 	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/dispatch"
@@ -301,6 +302,18 @@ func (s *Server) handler(pkg, tool string) mcp.ToolHandler {
 		var args json.RawMessage
 		if req != nil && req.Params != nil {
 			args = req.Params.Arguments
+			// The client's progress token: an mcp_server package's
+			// server's progress of this call goes to it.
+			// Sent with the request's context, so over HTTP it goes on
+			// the request's stream.
+			if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+				reqCtx := ctx
+				ctx = mcpproxy.WithProgress(ctx, func(_ context.Context, p *mcp.ProgressNotificationParams) {
+					c := *p
+					c.ProgressToken = token
+					_ = req.Session.NotifyProgress(reqCtx, &c)
+				})
+			}
 		}
 		return s.Call(ctx, pkg, tool, args), nil
 	}
