@@ -11,11 +11,22 @@ import (
 
 	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/dispatch"
+	"github.com/agentnode/agentnode/kernel/home"
+	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/kernel/store"
+	"github.com/agentnode/agentnode/kernel/validcache"
 )
 
-// passingThrough answers, with --package, the resources and prompts
+// isMCPServer reports whether pkg is installed as an mcp_server package
+// (read when serve starts: its resources and prompts are advertised).
+func isMCPServer(homeDir, pkg string) bool {
+	p, err := store.Open(home.PackagesDir(homeDir)).WithVerdicts(validcache.Open(home.VerdictsDir(homeDir))).Get(pkg)
+	return err == nil && p.Manifest != nil && p.Manifest.PackageType == manifest.TypeMCPServer
+}
+
+// passingThrough answers, with --package of an mcp_server package, the resources and prompts
 // requests of the MCP spec (plan.MCPReadMethods) with the served package's
 // server's own answers: each is one request through the kernel, decided as
 // a read tool named after the method (Guard policy, rate limit,
@@ -25,7 +36,7 @@ import (
 // them with empty lists.
 func (s *Server) passingThrough(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if s.opts.Package == "" || plan.MCPReadMethods[method] == "" || subscriptions[method] {
+		if !s.passResources || plan.MCPReadMethods[method] == "" || subscriptions[method] {
 			return next(ctx, method, req)
 		}
 		return s.forward(ctx, method, req.GetParams())

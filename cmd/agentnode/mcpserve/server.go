@@ -80,6 +80,10 @@ type Server struct {
 	// executor (nil when Kernel.Executors is).
 	executors *plan.Registry
 
+	// passResources: --package names an mcp_server package, whose
+	// server's resources and prompts are passed through (passthrough.go).
+	passResources bool
+
 	// mu guards registered and serializes refreshes.
 	mu         sync.Mutex
 	registered map[string][]byte // MCP name -> JSON of the Tool it was registered from
@@ -121,7 +125,8 @@ func New(opts Options) *Server {
 	// with --package also the server's resources and prompts, passed
 	// through (passthrough.go).
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
-	if opts.Package != "" {
+	s.passResources = opts.Package != "" && isMCPServer(opts.Kernel.HomeDir, opts.Package)
+	if s.passResources {
 		caps.Resources, caps.Prompts = &mcp.ResourceCapabilities{Subscribe: true}, &mcp.PromptCapabilities{}
 	}
 	sopts := &mcp.ServerOptions{
@@ -130,7 +135,7 @@ func New(opts Options) *Server {
 			"confined host or in the hardened sandbox. A refusal is a tool error \"deny <code>: <reason>\".",
 		Capabilities: caps,
 	}
-	if opts.Package != "" {
+	if s.passResources {
 		sopts.SubscribeHandler, sopts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 		servers.OnResourceUpdated(s.resourceUpdated)
 	}
