@@ -164,12 +164,15 @@ func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Out
 		passOn(ctx, raw)
 		return nil
 	}
-	// The server's own answer, bounded like the tool's output: an image or
-	// an embedded resource counts with its base64 data.
-	raw, err = json.Marshal(res)
-	if err != nil || len(raw) > maxResult {
-		out.Error = fmt.Sprintf("tool output exceeded %d bytes", maxResult)
-		return nil
+	// The server's own answer, when it is passed on (mcp serve), bounded
+	// like the tool's output: an image or an embedded resource counts with
+	// its base64 data.
+	if passingOn(ctx) {
+		raw, err = json.Marshal(res)
+		if err != nil || len(raw) > maxResult {
+			out.Error = fmt.Sprintf("tool output exceeded %d bytes", maxResult)
+			return nil
+		}
 	}
 	ok, result, msg := mcpproxy.ToolResult(res)
 	if len(result) > maxResult {

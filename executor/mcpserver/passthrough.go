@@ -34,6 +34,12 @@ func (pt *Passthrough) Result() json.RawMessage {
 	return pt.result
 }
 
+// passingOn reports whether ctx carries a Passthrough.
+func passingOn(ctx context.Context) bool {
+	_, ok := ctx.Value(passthroughKey{}).(*Passthrough)
+	return ok
+}
+
 // passOn hands the server's answer to ctx's Passthrough, if any.
 func passOn(ctx context.Context, result json.RawMessage) {
 	if pt, ok := ctx.Value(passthroughKey{}).(*Passthrough); ok {
