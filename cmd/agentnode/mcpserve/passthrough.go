@@ -76,11 +76,12 @@ func (s *Server) resourceUpdated(ctx context.Context, pkg string, params *mcp.Re
 
 // forward runs one resources or prompts request through the kernel and
 // returns the server's result, agentnode's _meta keys added, or a
-// JSON-RPC error saying why not: -32002 (resource not found) for a
-// resources/read of a URI the server does not list, -32602 for a
-// prompts/get of a prompt it does not list, -32603 for any other refusal
-// or failure, each "deny <code>: …", "error <code>: …" or "failed: …" with
-// the request id in the error's data.
+// JSON-RPC error saying why not: mcp.CodeResourceNotFound (-32602, the
+// MCP spec's resource-not-found) for a resources/read of a URI the server
+// does not list, -32602 for a prompts/get of a prompt it does not list or
+// params refused as input, -32603 for any other refusal or failure, each
+// "deny <code>: …", "error <code>: …" or "tool failed: …" with agentnode's
+// _meta keys (the request id of the audit records) as the error's data.
 func (s *Server) forward(ctx context.Context, method string, params mcp.Params) (mcp.Result, error) {
 	in := json.RawMessage(`{}`)
 	if params != nil {
