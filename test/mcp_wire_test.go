@@ -334,7 +334,7 @@ func TestMCPServePackage(t *testing.T) {
 		{"name": "wipe", "arguments": map[string]any{}},
 		{"name": "mcp-tools__echo", "arguments": map[string]any{"x": 5}},
 	})
-	// Resources and prompts are not advertised (specs/mcp.md).
+	// A toolpack has no resources or prompts to pass through: not advertised (specs/mcp.md).
 	if out.Capabilities["tools"] == nil || out.Capabilities["resources"] != nil || out.Capabilities["prompts"] != nil {
 		t.Errorf("capabilities under --package: %v", out.Capabilities)
 	}

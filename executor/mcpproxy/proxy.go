@@ -51,6 +51,9 @@ type Options struct {
 	// Decide decides each call; nil allows every declared tool (the caller
 	// decided before, as the kernel pipeline does).
 	Decide Decide
+	// Notifications is the session's (given to Connect): a call made
+	// under WithProgress gets its progress through it. Nil: none.
+	Notifications *Notifications
 }
 
 // Proxy guards calls to one MCP server session. It is safe for concurrent
@@ -58,6 +61,7 @@ type Options struct {
 type Proxy struct {
 	session    *mcp.ClientSession
 	decide     Decide
+	notes      *Notifications
 	exposed    map[string]*mcp.Tool // declared name -> the server's tool, renamed
 	serverName map[string]string    // declared name -> server tool name
 	undeclared []string
@@ -81,7 +85,7 @@ func New(ctx context.Context, session *mcp.ClientSession, opts Options) (*Proxy,
 		}
 		offered[t.Name] = t
 	}
-	p := &Proxy{session: session, decide: opts.Decide, exposed: map[string]*mcp.Tool{}, serverName: map[string]string{}}
+	p := &Proxy{session: session, decide: opts.Decide, notes: opts.Notifications, exposed: map[string]*mcp.Tool{}, serverName: map[string]string{}}
 	onServer := map[string]bool{}
 	for name, srv := range opts.Declared {
 		onServer[srv] = true
@@ -148,7 +152,13 @@ func (p *Proxy) Call(ctx context.Context, tool string, args json.RawMessage) (*m
 			return nil, err
 		}
 	}
-	res, err := p.session.CallTool(ctx, &mcp.CallToolParams{Name: srv, Arguments: args})
+	params := &mcp.CallToolParams{Name: srv, Arguments: args}
+	token, done := p.notes.track(ctx)
+	defer done()
+	if token != "" {
+		params.SetProgressToken(token)
+	}
+	res, err := p.session.CallTool(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: tools/call %s: %w", srv, err)
 	}
@@ -190,11 +200,27 @@ func NewServer(p *Proxy, impl *mcp.Implementation) *mcp.Server {
 // server's stdout, w its stdin. Frames are bounded by maxFrame bytes (0:
 // the SDK's default). The client offers the server nothing (no roots,
 // sampling or elicitation), so a server cannot call back into agentnode.
-func Connect(ctx context.Context, r io.ReadCloser, w io.WriteCloser, maxFrame int) (*mcp.ClientSession, error) {
-	c := mcp.NewClient(&mcp.Implementation{Name: "agentnode", Title: "agentnode Guard proxy"}, &mcp.ClientOptions{
+// n (nil: none) routes the server's notifications/resources/updated (of
+// resources subscribed with Request) and notifications/progress (of calls
+// made under WithProgress).
+func Connect(ctx context.Context, r io.ReadCloser, w io.WriteCloser, maxFrame int, n *Notifications) (*mcp.ClientSession, error) {
+	opts := &mcp.ClientOptions{
 		Capabilities:   &mcp.ClientCapabilities{},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-	})
+	}
+	if n != nil {
+		opts.ResourceUpdatedHandler = func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if req != nil && req.Params != nil && n.ResourceUpdated != nil {
+				n.ResourceUpdated(ctx, req.Params)
+			}
+		}
+		opts.ProgressNotificationHandler = func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if req != nil && req.Params != nil {
+				n.progress(ctx, req.Params)
+			}
+		}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "agentnode", Title: "agentnode Guard proxy"}, opts)
 	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: maxFrame}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: initialize: %w", err)

@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/kernel/plan"
@@ -83,7 +85,7 @@ func forwardDecided(ctx context.Context, tool string, args json.RawMessage) erro
 // the tool's result; isError is a failed tool (ok false).
 func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Outcome, pool *Servers) error {
 	start := time.Now()
-	okFalse := false
+	okFalse, okTrue := false, true
 	out.OK = &okFalse
 	defer func() {
 		ms := time.Since(start).Milliseconds()
@@ -111,14 +113,24 @@ func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Out
 	if pool != nil {
 		sess, release, err = pool.acquire(callCtx, p, b, out)
 	} else {
-		sess, err = startSession(callCtx, ctx, p, b, out, p.Timeout)
+		sess, err = startSession(callCtx, ctx, p, b, out, p.Timeout, nil)
 		release = func(bool) {}
 	}
 	if err != nil {
 		return startFailed(out, err)
 	}
 	out.Ran = true
-	res, callErr := sess.proxy.Call(callCtx, p.Tool.Name, input.Bytes())
+	var (
+		res     *mcp.CallToolResult
+		raw     json.RawMessage
+		callErr error
+	)
+	method := plan.MCPReadMethods[p.Tool.Name] != "" // resources and prompts: decided as a read tool of that name
+	if method {
+		raw, callErr = sess.proxy.Request(callCtx, p.Tool.Name, input.Bytes())
+	} else {
+		res, callErr = sess.proxy.Call(callCtx, p.Tool.Name, input.Bytes())
+	}
 	timedOut := callErr != nil && callCtx.Err() != nil && ctx.Err() == nil
 	// A refusal of the proxy (a coded error) leaves the server as it was;
 	// a failed or timed-out call may have left it broken or busy.
@@ -143,6 +155,25 @@ func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Out
 		out.Error = "the MCP server failed during the call: " + callErr.Error()
 		return nil
 	}
+	if method {
+		if len(raw) > maxResult {
+			out.Error = fmt.Sprintf("the MCP server's %s result exceeded %d bytes", p.Tool.Name, maxResult)
+			return nil
+		}
+		out.OK, out.Output = &okTrue, raw
+		passOn(ctx, raw)
+		return nil
+	}
+	// The server's own answer, when it is passed on (mcp serve), bounded
+	// like the tool's output: an image or an embedded resource counts with
+	// its base64 data.
+	if passingOn(ctx) {
+		raw, err = json.Marshal(res)
+		if err != nil || len(raw) > maxResult {
+			out.Error = fmt.Sprintf("tool output exceeded %d bytes", maxResult)
+			return nil
+		}
+	}
 	ok, result, msg := mcpproxy.ToolResult(res)
 	if len(result) > maxResult {
 		out.Error = fmt.Sprintf("tool output exceeded %d bytes", maxResult)
@@ -153,7 +184,9 @@ func execute(ctx context.Context, p *plan.Plan, b backend.Backend, out *plan.Out
 	if ok && out.ExitCode != nil && *out.ExitCode != 0 && *out.ExitCode != exitKilled {
 		out.Error = fmt.Sprintf("the MCP server exited with code %d after the call", *out.ExitCode)
 		out.OK = &okFalse
+		return nil
 	}
+	passOn(ctx, raw) // the answer as the server sent it, isError included
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentnode/agentnode/executor/backend"
 	"github.com/agentnode/agentnode/kernel/plan"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
@@ -31,6 +33,19 @@ type Servers struct {
 	cancel   context.CancelFunc
 	// backends builds the backend of a plan's placement (nil: backend.For).
 	backends backend.Factory
+	// onUpdated receives the servers' notifications/resources/updated
+	// (OnResourceUpdated).
+	onUpdated func(ctx context.Context, pkg string, params *mcp.ResourceUpdatedNotificationParams)
+}
+
+// OnResourceUpdated sets, before the first call, where the kept servers'
+// notifications/resources/updated go, with the package id of the server
+// that sent each (`mcp serve --package` forwards them to its subscribed
+// clients). Unset, they are dropped.
+func (p *Servers) OnResourceUpdated(f func(ctx context.Context, pkg string, params *mcp.ResourceUpdatedNotificationParams)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onUpdated = f
 }
 
 type pooled struct {
@@ -112,7 +127,14 @@ func (p *Servers) acquire(ctx context.Context, pl *plan.Plan, b backend.Backend,
 	p.mu.Unlock()
 
 	if starter {
-		e.sess, e.err = startSession(ctx, p.ctx, pl, b, out, SessionLifetime)
+		var onUpdated func(context.Context, *mcp.ResourceUpdatedNotificationParams)
+		p.mu.Lock()
+		f := p.onUpdated
+		p.mu.Unlock()
+		if f != nil {
+			onUpdated = func(ctx context.Context, prm *mcp.ResourceUpdatedNotificationParams) { f(ctx, id, prm) }
+		}
+		e.sess, e.err = startSession(ctx, p.ctx, pl, b, out, SessionLifetime, onUpdated)
 		close(e.ready)
 	} else {
 		select {

@@ -73,7 +73,8 @@ func (e *startError) Unwrap() error { return e.err }
 // initializes a session to it within initCtx (a declared tool the server
 // does not offer is a warning in out). The server runs until stop, until lifetime passes,
 // or until runCtx ends.
-func startSession(initCtx, runCtx context.Context, p *plan.Plan, b backend.Backend, out *plan.Outcome, lifetime time.Duration) (*session, error) {
+func startSession(initCtx, runCtx context.Context, p *plan.Plan, b backend.Backend, out *plan.Outcome, lifetime time.Duration, onUpdated func(context.Context, *mcp.ResourceUpdatedNotificationParams)) (*session, error) {
+	notes := &mcpproxy.Notifications{ResourceUpdated: onUpdated}
 	inR, inW := io.Pipe()   // → server stdin
 	outR, outW := io.Pipe() // server stdout →
 	rctx, kill := context.WithCancel(context.WithoutCancel(runCtx))
@@ -126,10 +127,10 @@ func startSession(initCtx, runCtx context.Context, p *plan.Plan, b backend.Backe
 		_ = inR.CloseWithError(errors.New("the MCP server ended"))
 	}()
 
-	cs, err := mcpproxy.Connect(initCtx, outR, inW, maxFrame)
+	cs, err := mcpproxy.Connect(initCtx, outR, inW, maxFrame, notes)
 	if err == nil {
 		s.cs = cs
-		s.proxy, err = mcpproxy.New(initCtx, cs, mcpproxy.Options{Declared: p.MCP.Declared, Decide: forwardDecided})
+		s.proxy, err = mcpproxy.New(initCtx, cs, mcpproxy.Options{Declared: p.MCP.Declared, Decide: forwardDecided, Notifications: notes})
 	}
 	if err != nil {
 		s.stop()

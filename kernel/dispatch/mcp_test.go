@@ -276,3 +276,29 @@ func TestMCPServersKeepAlive(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// The resources and prompts requests of an mcp_server package are decided
+// like a call of a read tool named after the method (plan.MCPReadMethods);
+// any other name with a "/" is no tool of the package.
+func TestMCPReadMethodsDecided(t *testing.T) {
+	k, _ := mcpHome(t, mcpTestManifest)
+	res, err := mcpRun(t, k, "resources/list", `{}`)
+	if err != nil || res.Decision != "allow" || !slices.Equal(res.Actions, []string{"read"}) || !res.Ran {
+		t.Fatalf("resources/list: %+v, %v", res, err)
+	}
+	recs := auditRecords(t, k)
+	if len(recs) != 2 || recs[0].Tool != "resources/list" || recs[0].Decision != "allow" || recs[1].Event != "outcome" {
+		t.Fatalf("audit %+v", recs)
+	}
+	// The Guard proxy refuses a read of a URI the server does not list.
+	res, err = mcpRun(t, k, "resources/read", `{"uri":"mem://nowhere"}`)
+	if reason.CodeOf(err) != reason.PolicyDenied || !strings.Contains(err.Error(), "did not list it") {
+		t.Fatalf("resources/read: %+v, %v", res, err)
+	}
+	for _, tool := range []string{"resources/delete", "tools/call", "prompts/run"} {
+		res, err = mcpRun(t, k, tool, `{}`)
+		if reason.CodeOf(err) != reason.PolicyDenied || res.Ran || !strings.Contains(err.Error(), "has no tool") {
+			t.Fatalf("%s: %+v, %v", tool, res, err)
+		}
+	}
+}

@@ -73,6 +73,9 @@ func (st *state) loadPackage() (*store.Package, error) {
 // inspectors, starts validating the input against the tool's schema.
 func (st *state) resolveRequest() error {
 	tool, ok := st.pkg.Manifest.Tool(st.req.Tool)
+	if schema := plan.MCPReadMethods[st.req.Tool]; !ok && schema != "" && st.pkg.Manifest.PackageType == manifest.TypeMCPServer {
+		tool, ok = &manifest.Tool{Name: st.req.Tool, ActionType: "read", InputSchema: json.RawMessage(schema)}, true
+	}
 	if !ok {
 		return reason.New(reason.PolicyDenied, "package %s has no tool %q", st.pkg.ID, st.req.Tool)
 	}

@@ -85,6 +85,15 @@ type Plan struct {
 	Plugins *pluginhost.Host
 }
 
+// MCPReadMethods are the MCP requests of an mcp_server package's resources
+// and prompts, decided like a call of a read tool of that name (a tool name
+// has no "/"), with their params' JSON Schema as its input schema (specs/mcp.md).
+var MCPReadMethods = map[string]string{"resources/list": `{"type":"object"}`, "resources/templates/list": `{"type":"object"}`,
+	"resources/read": uriParams, "resources/subscribe": uriParams, "resources/unsubscribe": uriParams,
+	"prompts/list": `{"type":"object"}`, "prompts/get": `{"type":"object","required":["name"]}`}
+
+const uriParams = `{"type":"object","properties":{"uri":{"type":"string","format":"uri"}},"required":["uri"]}`
+
 // MCPLaunch is how the decision found an mcp_server package's server may
 // be started: preinstalled and pinned (from the sealed lockfile entry when
 // there is one), its sealed egress domains and its declared tools.

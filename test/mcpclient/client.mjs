@@ -5,11 +5,15 @@
 //   node client.mjs PLAN_JSON
 //
 // PLAN_JSON: {"command": PATH, "args": [...], "cwd": DIR,
-//             "calls": [{"name": TOOL, "arguments": ANY}, ...]}
+//             "calls": [{"name": TOOL, "arguments": ANY}, ...],
+//             "requests": [{"method": "resources/read", "params": {...}}, ...]}
 // The server inherits this process's environment (AGENTNODE_HOME etc.).
 // Prints one JSON object: {"server": {...}, "tools": [...], "results": [...]}
 // where each result is {"isError", "text", "structuredContent", "meta"} or
-// {"protocolError": MESSAGE}. Exits non-zero only if the session itself fails.
+// {"protocolError": MESSAGE}, and "raw" the whole result as the SDK parsed it;
+// "requests" (resources/list, resources/templates/list, resources/read,
+// prompts/list, prompts/get) answer in "requests": {"result": ...} or
+// {"protocolError": MESSAGE, "code": N}. Exits non-zero only if the session itself fails.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
@@ -45,9 +49,25 @@ for (const c of plan.calls ?? []) {
       text: (r.content ?? []).filter((x) => x.type === "text").map((x) => x.text).join(""),
       structuredContent: r.structuredContent ?? null,
       meta: r._meta ?? null,
+      raw: r,
     });
   } catch (e) {
     out.results.push({ protocolError: String(e && e.message ? e.message : e) });
+  }
+}
+const requests = {
+  "resources/list": (p) => client.listResources(p),
+  "resources/templates/list": (p) => client.listResourceTemplates(p),
+  "resources/read": (p) => client.readResource(p),
+  "prompts/list": (p) => client.listPrompts(p),
+  "prompts/get": (p) => client.getPrompt(p),
+};
+out.requests = [];
+for (const q of plan.requests ?? []) {
+  try {
+    out.requests.push({ result: await requests[q.method](q.params) });
+  } catch (e) {
+    out.requests.push({ protocolError: String(e && e.message ? e.message : e), code: e?.code ?? null, data: e?.data ?? null });
   }
 }
 await client.close();

@@ -26,8 +26,10 @@
 // PKG's tools are served, under their own names (a tool name is already a
 // valid MCP name), so agentnode stands in for one server in a client's
 // configuration unchanged; an unknown or not exposable package is refused
-// before serving. Resources and prompts are not advertised (the only
-// capability is tools).
+// before serving. When PKG is an mcp_server package its server's
+// resources and prompts (list, templates, read, subscribe, get) are passed
+// through too, each decided and audited like a call of a read tool named
+// after the method (passthrough.go); otherwise they are not advertised.
 //
 // An mcp_server package's server is started at its first call, on the
 // placement the kernel decides, and kept running for the next calls
@@ -42,8 +44,10 @@
 // a deny (policy_prompt). What lives across calls is the plugin host (trust,
 // guard, sandbox plugins are started once); after a refusal for a plugin or
 // sandbox reason it is replaced, so a plugin pinned or fixed while serving
-// is picked up by the next call. Results: the tool's JSON result as text
-// (and as structuredContent when it is an object); a refusal is a tool
+// is picked up by the next call. Results: an mcp_server package's server's
+// CallToolResult as it sent it (executor/mcpserver.Passthrough, bounded
+// by the output limit; the progress of the call forwarded), a toolpack's
+// JSON result as text (and as structuredContent when it is an object); a refusal is a tool
 // error "deny <code>: <reason>"; a tool that failed "tool failed: <error>";
 // arguments that are not a JSON object are refused before the pipeline
 // (like a bad --input, nothing audited). _meta carries

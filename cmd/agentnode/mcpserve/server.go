@@ -16,6 +16,7 @@ import (
 	"github.com/agentnode/agentnode/cmd/agentnode/runtrace"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/executor"
+	"github.com/agentnode/agentnode/executor/mcpproxy"
 	"github.com/agentnode/agentnode/executor/mcpserver"
 	"github.com/agentnode/agentnode/executor/toolio"
 	"github.com/agentnode/agentnode/kernel/dispatch"
@@ -83,6 +84,10 @@ type Server struct {
 	// executor (nil when Kernel.Executors is).
 	executors *plan.Registry
 
+	// passResources: --package names an mcp_server package, whose
+	// server's resources and prompts are passed through (passthrough.go).
+	passResources bool
+
 	// mu guards registered and serializes refreshes.
 	mu         sync.Mutex
 	registered map[string][]byte // MCP name -> JSON of the Tool it was registered from
@@ -123,15 +128,26 @@ func New(opts Options) *Server {
 		executors:  executors,
 		registered: map[string][]byte{},
 	}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version},
-		&mcp.ServerOptions{
-			Instructions: "Tools of the packages installed in agentnode. Every call is decided by agentnode's " +
-				"pipeline (trust, placement, Guard policy, rate limits, inspectors), audited, and run on the " +
-				"confined host or in the hardened sandbox. A refusal is a tool error \"deny <code>: <reason>\".",
-			// Advertise tools (with list_changed) even before any is installed.
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-		})
-	s.mcp.AddReceivingMiddleware(s.refreshing)
+	// Advertise tools (with list_changed) even before any is installed;
+	// with --package also the server's resources and prompts, passed
+	// through (passthrough.go).
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	s.passResources = opts.Package != "" && isMCPServer(opts.Kernel.HomeDir, opts.Package)
+	if s.passResources {
+		caps.Resources, caps.Prompts = &mcp.ResourceCapabilities{Subscribe: true}, &mcp.PromptCapabilities{}
+	}
+	sopts := &mcp.ServerOptions{
+		Instructions: "Tools of the packages installed in agentnode. Every call is decided by agentnode's " +
+			"pipeline (trust, placement, Guard policy, rate limits, inspectors), audited, and run on the " +
+			"confined host or in the hardened sandbox. A refusal is a tool error \"deny <code>: <reason>\".",
+		Capabilities: caps,
+	}
+	if s.passResources {
+		sopts.SubscribeHandler, sopts.UnsubscribeHandler = s.subscribe, s.unsubscribe
+		servers.OnResourceUpdated(s.resourceUpdated)
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentnode", Title: "agentnode", Version: opts.Version}, sopts)
+	s.mcp.AddReceivingMiddleware(s.refreshing, s.passingThrough)
 	return s
 }
 
@@ -298,6 +314,18 @@ func (s *Server) handler(pkg, tool string) mcp.ToolHandler {
 		var args json.RawMessage
 		if req != nil && req.Params != nil {
 			args = req.Params.Arguments
+			// The client's progress token: an mcp_server package's
+			// server's progress of this call goes to it.
+			// Sent with the request's context, so over HTTP it goes on
+			// the request's stream.
+			if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+				reqCtx := ctx
+				ctx = mcpproxy.WithProgress(ctx, func(_ context.Context, p *mcp.ProgressNotificationParams) {
+					c := *p
+					c.ProgressToken = token
+					_ = req.Session.NotifyProgress(reqCtx, &c)
+				})
+			}
 		}
 		return s.Call(ctx, pkg, tool, args), nil
 	}
@@ -320,10 +348,24 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 		// the pipeline, so nothing is audited.
 		return errorResult("bad arguments: "+err.Error(), nil)
 	}
-	g, ok := s.plugins.acquire()
-	if !ok {
+	out, raw, runErr := s.run(ctx, pkg, tool, input)
+	if out == nil {
 		return errorResult("deny "+string(reason.PluginUnavailable)+": the server is shutting down", nil)
 	}
+	return toResult(out, runErr, raw)
+}
+
+// run decides and runs one request through the kernel (a copy of the
+// kernel per call, on a plugin host of the pool, never interactive) and
+// returns its result and, for an mcp_server package, the server's own
+// answer as JSON (mcpserver.Passthrough; nil when there is none). A nil
+// result: the server is shutting down, nothing was decided.
+func (s *Server) run(ctx context.Context, pkg, tool string, input json.RawMessage) (*dispatch.Result, json.RawMessage, error) {
+	g, ok := s.plugins.acquire()
+	if !ok {
+		return nil, nil, nil
+	}
+	ctx, pt := mcpserver.WithPassthrough(ctx)
 	k := s.opts.Kernel // a copy per call: the kernel keeps no per-call state of its own
 	k.Plugins = g.host
 	k.Executors = s.executors
@@ -340,7 +382,7 @@ func (s *Server) Call(ctx context.Context, pkg, tool string, args json.RawMessag
 		tr.PrintAs(s.opts.Trace, TracePrefix(out.RequestID))
 	}
 	s.plugins.release(g, runErr != nil && staleCodes[reason.CodeOf(runErr)])
-	return toResult(out, runErr)
+	return out, pt.Result(), runErr
 }
 
 // TracePrefix starts each trace line of the call with request id id
@@ -355,20 +397,22 @@ func TracePrefix(id string) string { return "agentnode: trace " + id + ": " }
 // (toolio.Arguments).
 const MaxFrame = plan.MaxInput + 64<<10
 
-// toResult converts a kernel outcome. Text forms:
+// toResult converts a kernel outcome. The answer of an mcp_server
+// package's server (raw, the CallToolResult it sent, isError included) is
+// passed on as it is, with agentnode's _meta keys added. Otherwise, text
+// forms:
 //
 //	ok:             the tool's JSON result (structuredContent too when it is an object)
 //	refused:        deny <code>: <reason>
 //	ran and failed: tool failed: <the tool's error>
 //	ran, then an error (timeout, sandbox): error <code>: <reason>
-func toResult(res *dispatch.Result, err error) *mcp.CallToolResult {
-	meta := mcp.Meta{}
-	if res != nil {
-		meta["agentnode/request_id"] = res.RequestID
-		meta["agentnode/decision"] = res.Decision
-		meta["agentnode/placement"] = res.Placement
-		if res.Code != "" {
-			meta["agentnode/code"] = res.Code
+func toResult(res *dispatch.Result, err error, raw json.RawMessage) *mcp.CallToolResult {
+	meta := resultMeta(res, nil)
+	if res != nil && err == nil && raw != nil {
+		var r mcp.CallToolResult
+		if json.Unmarshal(raw, &r) == nil {
+			r.Meta = resultMeta(res, r.Meta)
+			return &r
 		}
 	}
 	switch {
@@ -398,6 +442,23 @@ func toResult(res *dispatch.Result, err error) *mcp.CallToolResult {
 		r.StructuredContent = json.RawMessage(b)
 	}
 	return r
+}
+
+// resultMeta is m (the server's _meta, or a new one) with agentnode's keys
+// about the call res set.
+func resultMeta(res *dispatch.Result, m mcp.Meta) mcp.Meta {
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	if res != nil {
+		m["agentnode/request_id"] = res.RequestID
+		m["agentnode/decision"] = res.Decision
+		m["agentnode/placement"] = res.Placement
+		if res.Code != "" {
+			m["agentnode/code"] = res.Code
+		}
+	}
+	return m
 }
 
 func errorResult(text string, meta mcp.Meta) *mcp.CallToolResult {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,16 +244,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestToResult(t *testing.T) {
 	okTrue, okFalse := true, false
-	r := toResult(&dispatch.Result{RequestID: "r1", Decision: "allow", OK: &okTrue, Output: json.RawMessage(`{"a":1}`)}, nil)
+	r := toResult(&dispatch.Result{RequestID: "r1", Decision: "allow", OK: &okTrue, Output: json.RawMessage(`{"a":1}`)}, nil, nil)
 	if r.IsError || text(r) != `{"a":1}` || string(r.StructuredContent.(json.RawMessage)) != `{"a":1}` {
 		t.Fatalf("object result: %+v", r)
 	}
-	r = toResult(&dispatch.Result{Decision: "allow", OK: &okTrue, Output: json.RawMessage(`[1]`)}, nil)
+	r = toResult(&dispatch.Result{Decision: "allow", OK: &okTrue, Output: json.RawMessage(`[1]`)}, nil, nil)
 	if r.IsError || text(r) != `[1]` || r.StructuredContent != nil {
 		t.Fatalf("array result: %+v", r)
 	}
-	r = toResult(&dispatch.Result{Decision: "allow", OK: &okFalse, Error: "boom"}, nil)
+	r = toResult(&dispatch.Result{Decision: "allow", OK: &okFalse, Error: "boom"}, nil, nil)
 	if !r.IsError || text(r) != "tool failed: boom" {
 		t.Fatalf("tool failure: %+v", r)
+	}
+}
+
+// The server's own answer is passed on as it came, agentnode's _meta keys
+// added to the server's; a refused or failed run never shows it.
+func TestToResultPassesServerAnswer(t *testing.T) {
+	okTrue, okFalse := true, false
+	raw := json.RawMessage(`{"content":[{"type":"text","text":"Echo: hi"},{"type":"image","data":"iVBORw==","mimeType":"image/png"}],"isError":true,"_meta":{"srv":1}}`)
+	r := toResult(&dispatch.Result{RequestID: "r1", Decision: "allow", Placement: "sandbox", OK: &okFalse, Error: "x"}, nil, raw)
+	img, isImg := r.Content[1].(*mcp.ImageContent)
+	if !r.IsError || len(r.Content) != 2 || text(r) != "Echo: hi" || !isImg || img.MIMEType != "image/png" ||
+		r.Meta["srv"] != float64(1) || r.Meta["agentnode/request_id"] != "r1" || r.Meta["agentnode/placement"] != "sandbox" {
+		t.Fatalf("passed on: %+v", r)
+	}
+	r = toResult(&dispatch.Result{RequestID: "r2", Decision: "allow", OK: &okTrue}, errors.New("boom"), raw)
+	if !r.IsError || len(r.Content) != 1 || !strings.HasPrefix(text(r), "error ") {
+		t.Fatalf("failed run: %+v", r)
 	}
 }
