@@ -281,12 +281,7 @@ func everythingPackage(t *testing.T, dir string) string {
 func TestMCPConformanceThroughAgentnode(t *testing.T) {
 	node, suite, everything := conformanceTools(t)
 	requireNPM(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 
 	direct, directTools := runConformance(t, node, suite, startEverythingDirect(t, node, everything))
 

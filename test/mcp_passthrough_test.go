@@ -134,12 +134,7 @@ var everythingRequests = []map[string]any{
 func TestMCPServePassesThroughEverything(t *testing.T) {
 	node, _, everything := conformanceTools(t)
 	requireNPM(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	e := newMCPEnv(t)
 	pkg := everythingPackage(t, e.dir)
 	e.cli(t, "setup")
@@ -371,12 +366,7 @@ permissions:
 // with a clear error and its audit records.
 func TestMCPServeHostileServerPassthrough(t *testing.T) {
 	e := newMCPEnv(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	e.cli(t, "setup")
 	e.cli(t, "sandbox", "build")
 	e.cli(t, "config", "set", "trust.minimum_trust_level", "unknown")

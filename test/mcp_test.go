@@ -659,12 +659,7 @@ func sandboxEnv(t testing.TB) *mcpEnv { return setupSandboxEnv(t, newMCPEnv(t)) 
 
 func setupSandboxEnv(t testing.TB, e *mcpEnv) *mcpEnv {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	e.cli(t, "setup")
 	e.cli(t, "sandbox", "build")
 	e.cli(t, "config", "set", "trust.minimum_trust_level", "unknown")

@@ -170,12 +170,7 @@ func memoryPackage(t testing.TB, dir string) string {
 func nodeSandboxEnv(t testing.TB, e *mcpEnv) string {
 	t.Helper()
 	requireNPM(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	pkg := memoryPackage(t, e.dir)
 	e.cli(t, "setup")
 	e.cli(t, "config", "set", "trust.minimum_trust_level", "unknown")
@@ -228,6 +223,73 @@ func (e *mcpEnv) runPackageResult(t testing.TB, id, ws, backend, tool, input str
 		t.Fatalf("run %s: %s", tool, out)
 	}
 	return res.Result
+}
+
+// requireRoot skips t unless it runs as root, which the libcontainer
+// sandbox needs (a failure with AGENTNODE_REQUIRE_LIBCONTAINER=1).
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
+			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
+		}
+		t.Skip("libcontainer needs root")
+	}
+}
+
+// memoryAgrees runs create_entities and read_graph on the installed
+// memory-mcp sandboxed (libcontainer, workspace ws) and on the server in
+// pkg directly with the host's node (in a new workspace, returned), and
+// fails t unless the answers are equal and hold the graph.
+func memoryAgrees(t testing.TB, e *mcpEnv, ws, pkg string) string {
+	t.Helper()
+	sandboxed := []any{
+		e.runResult(t, ws, "libcontainer", "create_entities", memoryEntities),
+		e.runResult(t, ws, "libcontainer", "read_graph", "{}"),
+	}
+	direct := workspace(t)
+	cs := directSession(t, pkg, direct)
+	want := []any{
+		directResult(t, cs, "create_entities", memoryEntities),
+		directResult(t, cs, "read_graph", "{}"),
+	}
+	_ = cs.Close()
+	sameResults(t, "sandboxed", sandboxed, want)
+	if g, _ := json.Marshal(want[1]); !strings.Contains(string(g), `"Analytical Engine"`) {
+		t.Fatalf("read_graph: %s", g)
+	}
+	return direct
+}
+
+// sameResults fails t unless got (answers through agentnode, how) equals
+// want (the same server's direct answers).
+func sameResults(t testing.TB, how string, got, want []any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		t.Fatalf("%s: %s\ndirect: %s", how, a, b)
+	}
+}
+
+// appendTo appends text to the installed file name as an attacker who can
+// write the store would (making it and its directory writable first).
+func appendTo(t testing.TB, name, text string) {
+	t.Helper()
+	if err := os.Chmod(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(name, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // directSession starts the package's server with the host's node in ws.
@@ -286,12 +348,7 @@ const memoryEntities = `{"entities":[{"name":"Ada","entityType":"person","observ
 // create_entities answers the same.
 func TestNodeMCPServerSandboxed(t *testing.T) {
 	requireNPM(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	e := newMCPEnv(t)
 	pkg := memoryPackage(t, e.dir)
 	e.cli(t, "setup")
@@ -331,33 +388,14 @@ func TestNodeMCPServerSandboxed(t *testing.T) {
 		t.Fatalf("doctor: %s", doc)
 	}
 
-	sandboxed := []any{
-		e.runResult(t, ws, "libcontainer", "create_entities", memoryEntities),
-		e.runResult(t, ws, "libcontainer", "read_graph", "{}"),
-	}
-	direct := workspace(t)
-	cs := directSession(t, pkg, direct)
-	want := []any{
-		directResult(t, cs, "create_entities", memoryEntities),
-		directResult(t, cs, "read_graph", "{}"),
-	}
-	_ = cs.Close()
-	if !reflect.DeepEqual(sandboxed, want) {
-		a, _ := json.Marshal(sandboxed)
-		b, _ := json.Marshal(want)
-		t.Fatalf("sandboxed: %s\ndirect:    %s", a, b)
-	}
-	if g, _ := json.Marshal(want[1]); !strings.Contains(string(g), `"Analytical Engine"`) {
-		t.Fatalf("read_graph: %s", g)
-	}
+	direct := memoryAgrees(t, e, ws, pkg)
 	for _, d := range []string{ws, direct} {
 		data, err := os.ReadFile(filepath.Join(d, "memory.jsonl"))
 		if err != nil || !bytes.Contains(data, []byte(`"name":"Ada"`)) {
 			t.Fatalf("%s/memory.jsonl: %v %q", d, err, data)
 		}
 	}
-	a, _ := json.Marshal(sandboxed)
-	t.Logf("sandboxed and direct: %s", a)
+	t.Log("sandboxed and direct agree, and both wrote the graph to their workspace")
 
 	// From the attacker's side: a node server of a community tier, with a
 	// secret in the caller's environment and the host's agentnode home as

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -202,12 +201,7 @@ func writeFile(t *testing.T, path, body string) {
 // answering exactly as the same installed files run directly by the host's
 // python3. A looser pin is refused; a changed installed file stops the run.
 func TestPythonMCPServerFromWheels(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	e := newMCPEnv(t)
 	pkg, wheelhouse := wordstatPackage(t, e.dir)
 	e.cli(t, "setup")
@@ -249,11 +243,7 @@ func TestPythonMCPServerFromWheels(t *testing.T) {
 	}
 	direct := []any{directResult(t, cs, "word_stats", text), directResult(t, cs, "shout", text)}
 	_ = cs.Close()
-	if !reflect.DeepEqual(sandboxed, direct) {
-		a, _ := json.Marshal(sandboxed)
-		b, _ := json.Marshal(direct)
-		t.Fatalf("sandboxed: %s\ndirect:    %s", a, b)
-	}
+	sameResults(t, "sandboxed", sandboxed, direct)
 	if got, _ := json.Marshal(direct); !strings.Contains(string(got), `"words":9`) || !strings.Contains(string(got), `THE CAT SAW`) {
 		t.Fatalf("direct answers: %s", got)
 	}
@@ -266,26 +256,10 @@ func TestPythonMCPServerFromWheels(t *testing.T) {
 	}
 	served := []any{directResult(t, ss, "word_stats", text), directResult(t, ss, "shout", text)}
 	_ = ss.Close()
-	if !reflect.DeepEqual(served, direct) {
-		a, _ := json.Marshal(served)
-		b, _ := json.Marshal(direct)
-		t.Fatalf("through mcp serve: %s\ndirect:            %s", a, b)
-	}
+	sameResults(t, "through mcp serve", served, direct)
 
 	// The attacker changes the installed server: refused before it runs.
-	mod := filepath.Join(installed, ".deps", "mcp_server_wordstat", "__init__.py")
-	if err := os.Chmod(filepath.Dir(mod), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(mod, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(mod, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = f.WriteString("\nimport sys; sys.stderr.write('tampered')\n")
-	_ = f.Close()
+	appendTo(t, filepath.Join(installed, ".deps", "mcp_server_wordstat", "__init__.py"), "\nimport sys; sys.stderr.write('tampered')\n")
 	run := e.command("run", "wordstat-mcp", "shout", "--input", text, "--json")
 	rout, err := run.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || strings.Contains(string(rout), "tampered") ||

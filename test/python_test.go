@@ -51,12 +51,7 @@ func needHostPython(t testing.TB) {
 func pySandboxEnv(t testing.TB, e *mcpEnv) *mcpEnv {
 	t.Helper()
 	needHostPython(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTNODE_REQUIRE_LIBCONTAINER") == "1" {
-			t.Fatal("AGENTNODE_REQUIRE_LIBCONTAINER=1 but not root")
-		}
-		t.Skip("libcontainer needs root")
-	}
+	requireRoot(t)
 	e.cli(t, "setup")
 	e.cli(t, "sandbox", "build", "--python")
 	e.cli(t, "config", "set", "trust.minimum_trust_level", "unknown")
