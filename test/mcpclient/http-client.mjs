@@ -45,6 +45,7 @@ for (const c of plan.calls ?? []) {
       text: (r.content ?? []).filter((x) => x.type === "text").map((x) => x.text).join(""),
       structuredContent: r.structuredContent ?? null,
       meta: r._meta ?? null,
+      raw: r,
     });
   } catch (e) {
     out.results.push({ protocolError: String(e && e.message ? e.message : e) });
