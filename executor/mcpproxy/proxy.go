@@ -221,7 +221,7 @@ func Connect(ctx context.Context, r io.ReadCloser, w io.WriteCloser, maxFrame in
 		}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "agentnode", Title: "agentnode Guard proxy"}, opts)
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: maxFrame}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: n.Reader(r), Writer: w, MaxLineLength: maxFrame}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: initialize: %w", err)
 	}
