@@ -265,7 +265,7 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 		}
 		extracted <- err
 	}()
-	var stderr bytes.Buffer
+	stderr := pydeps.NewTail(64 << 10)
 	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
 			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: cache,
@@ -273,30 +273,16 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
 			Limits: limits, Timeout: in.Timeout, Network: false,
 		},
-		Stdin: stdin, Stdout: pw, Stderr: &limitedWriter{w: &stderr, n: 64 << 10},
+		Stdin: stdin, Stdout: pw, Stderr: stderr,
 	})
 	pw.Close()
 	extractErr := <-extracted
-	switch {
-	case resp == nil:
-		if runErr == nil {
-			runErr = errors.New("no result")
-		}
-		return nil, reason.New(reason.SandboxUnavailable, "installing the npm tree in sandbox backend %s: %w", in.Backend, runErr)
-	case !resp.CleanupVerified:
-		return nil, reason.New(reason.SandboxUnavailable,
-			"sandbox backend %s could not prove the container that installed the npm tree was removed", in.Backend)
-	case resp.TimedOut:
-		return nil, reason.New(reason.Timeout, "installing the npm tree timed out after %s (sandbox.limits.timeout_seconds)", in.Timeout)
-	case resp.OOMKilled && resp.ExitCode != 0:
-		return nil, reason.New(reason.KilledMemory, "installing the npm tree was killed by the kernel for using more than %d MiB", limits.MemoryBytes>>20)
-	case runErr != nil:
-		return nil, reason.New(reason.SandboxUnavailable, "installing the npm tree in sandbox backend %s: %w", in.Backend, runErr)
-	case resp.ExitCode != 0:
+	if err := pydeps.RunFailure(resp, runErr, extractErr, ErrLock, in.Backend, "the npm tree", in.Timeout, limits.MemoryBytes); err != nil {
+		return nil, err
+	}
+	if resp.ExitCode != 0 {
 		return nil, fmt.Errorf("%w: npm ci failed (exit %d) in the sandbox: %s; nothing was installed",
 			ErrLock, resp.ExitCode, npmErrors(stderr.String()))
-	case extractErr != nil:
-		return nil, fmt.Errorf("%w: the installed files were refused: %w; nothing was installed", ErrLock, extractErr)
 	}
 	if _, err := os.Lstat(filepath.Join(modules, filepath.FromSlash(m.MCP.Install.Package), PackageJSON)); err != nil {
 		return nil, fmt.Errorf("%w: npm ci did not install %s: %w", ErrLock, m.MCP.Install.Package, err)
@@ -416,17 +402,4 @@ func npmErrors(stderr string) string {
 		lines = all[max(0, len(all)-5):]
 	}
 	return strings.Join(lines, "; ")
-}
-
-// limitedWriter keeps the first n bytes written.
-type limitedWriter struct {
-	w *bytes.Buffer
-	n int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if room := l.n - l.w.Len(); room > 0 {
-		l.w.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }

@@ -455,7 +455,7 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 		}
 		extracted <- err
 	}()
-	stderr := &tail{max: 64 << 10}
+	stderr := NewTail(64 << 10)
 	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
 			RunID:        runID,
@@ -475,27 +475,8 @@ func (in *Installer) Install(ctx context.Context, content string, reqs []string)
 	pw.Close()
 	extractErr := <-extracted
 
-	if resp == nil {
-		if runErr == nil {
-			runErr = errors.New("no result")
-		}
-		return nil, reason.New(reason.SandboxUnavailable, "installing dependencies in sandbox backend %s: %w", in.Backend, runErr)
-	}
-	if !resp.CleanupVerified {
-		return nil, reason.New(reason.SandboxUnavailable,
-			"sandbox backend %s could not prove the container that installed the dependencies was removed", in.Backend)
-	}
-	if resp.TimedOut {
-		return nil, reason.New(reason.Timeout, "installing the dependencies timed out after %s (sandbox.limits.timeout_seconds)", in.Timeout)
-	}
-	if extractErr != nil {
-		return nil, fmt.Errorf("%w: the installed files were refused: %w; nothing was installed", ErrDependencies, extractErr)
-	}
-	if resp.OOMKilled && resp.ExitCode != 0 {
-		return nil, reason.New(reason.KilledMemory, "installing the dependencies was killed by the kernel for using more than %d MiB", limits.MemoryBytes>>20)
-	}
-	if runErr != nil {
-		return nil, reason.New(reason.SandboxUnavailable, "installing dependencies in sandbox backend %s: %w", in.Backend, runErr)
+	if err := RunFailure(resp, runErr, extractErr, ErrDependencies, in.Backend, "the dependencies", in.Timeout, limits.MemoryBytes); err != nil {
+		return nil, err
 	}
 	if resp.ExitCode != 0 {
 		return nil, in.pipError(reqs, stderr.String(), resp.ExitCode)
@@ -641,12 +622,45 @@ func lastLines(s string, n int) string {
 }
 
 // tail keeps the last max bytes written.
-type tail struct {
+// RunFailure is the refusal of a sandboxed install of what ("the
+// dependencies", "the npm tree") whose run did not come to a plain exit,
+// nil when it did (the caller then reads the exit code): no result or a
+// backend error, sandbox_unavailable; a cleanup the backend could not
+// prove, sandbox_unavailable; past timeout, timeout; installed files the
+// extraction refused, an error wrapping refused; killed for memory,
+// killed_memory.
+func RunFailure(resp *sandbox.RunResponse, runErr, extractErr, refused error, backend, what string, timeout time.Duration, memoryBytes int64) error {
+	switch {
+	case resp == nil:
+		if runErr == nil {
+			runErr = errors.New("no result")
+		}
+		return reason.New(reason.SandboxUnavailable, "installing %s in sandbox backend %s: %w", what, backend, runErr)
+	case !resp.CleanupVerified:
+		return reason.New(reason.SandboxUnavailable, "sandbox backend %s could not prove the container that installed %s was removed", backend, what)
+	case resp.TimedOut:
+		return reason.New(reason.Timeout, "installing %s timed out after %s (sandbox.limits.timeout_seconds)", what, timeout)
+	case extractErr != nil:
+		return fmt.Errorf("%w: the installed files were refused: %w; nothing was installed", refused, extractErr)
+	case resp.OOMKilled && resp.ExitCode != 0:
+		return reason.New(reason.KilledMemory, "installing %s was killed by the kernel for using more than %d MiB", what, memoryBytes>>20)
+	case runErr != nil:
+		return reason.New(reason.SandboxUnavailable, "installing %s in sandbox backend %s: %w", what, backend, runErr)
+	}
+	return nil
+}
+
+// Tail keeps the last max bytes written to it (a sandboxed installer's
+// stderr, whose errors come last).
+type Tail struct {
 	buf bytes.Buffer
 	max int
 }
 
-func (t *tail) Write(p []byte) (int, error) {
+// NewTail returns a Tail keeping max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
 	t.buf.Write(p)
 	if over := t.buf.Len() - t.max; over > 0 {
 		t.buf.Next(over)
@@ -654,4 +668,4 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tail) String() string { return t.buf.String() }
+func (t *Tail) String() string { return t.buf.String() }

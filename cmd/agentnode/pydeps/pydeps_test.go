@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentnode/agentnode/cmd/agentnode/tarsafe"
 	"github.com/agentnode/agentnode/kernel/image"
@@ -272,10 +273,10 @@ func TestInstallListsDistributions(t *testing.T) {
 	}
 }
 
-var _ io.Writer = (*tail)(nil)
+var _ io.Writer = (*Tail)(nil)
 
 func TestTail(t *testing.T) {
-	tl := &tail{max: 8}
+	tl := NewTail(8)
 	for _, s := range []string{"abc", "defgh", "ijklmnop", "q"} {
 		tl.Write([]byte(s))
 	}
@@ -318,5 +319,36 @@ func TestRequirementsMCPServer(t *testing.T) {
 		Install: &manifest.MCPInstall{Manager: "npm", Package: "x", Version: "1.0.0"}}}
 	if got, err := Requirements(writePyproject(t, "[project]\ndependencies = [\"liba\"]\n"), npm); got != nil || err != nil {
 		t.Errorf("npm server: %q %v", got, err)
+	}
+}
+
+// TestRunFailure: how a sandboxed install's run maps to its refusal, in
+// order: the extraction's refusal is named before a run error it caused.
+func TestRunFailure(t *testing.T) {
+	boom, refused := errors.New("boom"), errors.New("refused")
+	ok := &sandbox.RunResponse{CleanupVerified: true}
+	for _, c := range []struct {
+		resp             *sandbox.RunResponse
+		run, extract     error
+		code             reason.Code
+		wrapsRefused, ok bool
+	}{
+		{resp: nil, code: reason.SandboxUnavailable},
+		{resp: &sandbox.RunResponse{}, code: reason.SandboxUnavailable},
+		{resp: &sandbox.RunResponse{CleanupVerified: true, TimedOut: true}, extract: boom, code: reason.Timeout},
+		{resp: ok, run: boom, extract: boom, wrapsRefused: true},
+		{resp: &sandbox.RunResponse{CleanupVerified: true, OOMKilled: true, ExitCode: 137}, run: boom, code: reason.KilledMemory},
+		{resp: ok, run: boom, code: reason.SandboxUnavailable},
+		{resp: &sandbox.RunResponse{CleanupVerified: true, ExitCode: 1}, ok: true},
+	} {
+		err := RunFailure(c.resp, c.run, c.extract, refused, "libcontainer", "the dependencies", time.Second, 256<<20)
+		switch {
+		case c.ok && err != nil, !c.ok && err == nil:
+			t.Errorf("%+v: %v", c, err)
+		case c.wrapsRefused && !errors.Is(err, refused):
+			t.Errorf("%+v: %v, want the extraction's refusal", c, err)
+		case !c.ok && !c.wrapsRefused && reason.CodeOf(err) != c.code:
+			t.Errorf("%+v: %v, want %s", c, err, c.code)
+		}
 	}
 }
