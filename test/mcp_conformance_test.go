@@ -73,21 +73,6 @@ permissions:
   code_execution: {level: none}
 `
 
-// knownDifferences are the conformance scenarios that pass against
-// server-everything directly but not through agentnode, each with why.
-// The test fails when one of them starts passing through agentnode (drop
-// it here) and when a scenario not listed passes only directly.
-var knownDifferences = map[string]string{
-	// The suite calls test_simple_text and test_error_handling, tools
-	// server-everything does not have. Its SDK answers an unknown tool with
-	// an isError result whose text the suite takes for a pass; agentnode
-	// forwards only the tools the manifest declares and answers any other
-	// name with a JSON-RPC error (-32602, as the MCP spec's tools page says
-	// for unknown tools), before anything reaches the sandboxed server.
-	"tools-call-simple-text": "unknown tool: a JSON-RPC error, not an isError result",
-	"tools-call-error":       "unknown tool: a JSON-RPC error, not an isError result",
-}
-
 // conformanceTools returns the pinned node (22, the suite's minimum) and
 // the suite's and server-everything's entry points from test/mcpconformance.
 func conformanceTools(t *testing.T) (node, suite, everything string) {
@@ -277,7 +262,7 @@ func everythingPackage(t *testing.T, dir string) string {
 // scenarios against server-everything directly and through agentnode
 // (sandboxed on libcontainer in the Node image, served over Streamable
 // HTTP with --package) and requires every scenario that passes directly to
-// pass through agentnode, but for knownDifferences, which must be exact.
+// pass through agentnode (any difference fails).
 func TestMCPConformanceThroughAgentnode(t *testing.T) {
 	node, suite, everything := conformanceTools(t)
 	requireNPM(t)
@@ -316,7 +301,7 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var directPass, throughPass, lost, gained []string
+	var directPass, throughPass, lost []string
 	for _, n := range names {
 		d, th := direct[n].passed(), through[n].passed()
 		if d {
@@ -325,17 +310,8 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 		if th {
 			throughPass = append(throughPass, n)
 		}
-		_, known := knownDifferences[n]
-		switch {
-		case d && !th && !known:
+		if d && !th {
 			lost = append(lost, fmt.Sprintf("%s (direct %v, through agentnode %v)", n, direct[n], through[n]))
-		case known && (!d || th):
-			gained = append(gained, fmt.Sprintf("%s (direct %v, through agentnode %v)", n, direct[n], through[n]))
-		}
-	}
-	for n := range knownDifferences {
-		if _, ok := direct[n]; !ok {
-			gained = append(gained, n+" (the suite no longer runs it)")
 		}
 	}
 	for _, n := range names {
@@ -368,9 +344,6 @@ func TestMCPConformanceThroughAgentnode(t *testing.T) {
 	}
 	for _, s := range lost {
 		t.Errorf("passes directly, not through agentnode: %s", s)
-	}
-	for _, s := range gained {
-		t.Errorf("listed in knownDifferences but no longer a difference: %s", s)
 	}
 	if t.Failed() {
 		t.Logf("mcp serve stderr:\n%s", srv.stderr)

@@ -111,6 +111,9 @@ var everythingCalls = []map[string]any{
 	{"name": "get-annotated-message", "arguments": map[string]any{"messageType": "error", "includeImage": true}},
 	{"name": "get-structured-content", "arguments": map[string]any{"location": "New York"}},
 	{"name": "get-sum", "arguments": map[string]any{"a": 2, "b": 40}},
+	// A tool the server does not declare: its SDK answers a tool error;
+	// so does agentnode in front of it, without forwarding the call.
+	{"name": "no-such-tool", "arguments": map[string]any{}},
 }
 
 // everythingRequests are resources and prompts requests of
@@ -161,6 +164,12 @@ func TestMCPServePassesThroughEverything(t *testing.T) {
 		d, th := dr[i].(map[string]any), tr[i].(map[string]any)
 		if d["protocolError"] != nil || th["protocolError"] != nil {
 			t.Errorf("%v: direct %v, through agentnode %v", c, d, th)
+			continue
+		}
+		if c["name"] == "no-such-tool" {
+			if d["isError"] != true || th["isError"] != true || !strings.Contains(fmt.Sprint(th["text"]), `unknown tool "no-such-tool"`) {
+				t.Errorf("undeclared tool: direct %v, through agentnode %v", d, th)
+			}
 			continue
 		}
 		if !reflect.DeepEqual(comparable(d["raw"]), comparable(th["raw"])) {

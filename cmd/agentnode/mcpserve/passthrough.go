@@ -36,10 +36,42 @@ func isMCPServer(homeDir, pkg string) bool {
 // them with empty lists.
 func (s *Server) passingThrough(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if !s.passResources || plan.MCPReadMethods[method] == "" || subscriptions[method] {
+		if !s.passResources {
+			return next(ctx, method, req)
+		}
+		if method == "tools/call" {
+			if res := s.undeclared(req); res != nil {
+				return res, nil
+			}
+		}
+		if plan.MCPReadMethods[method] == "" || subscriptions[method] {
 			return next(ctx, method, req)
 		}
 		return s.forward(ctx, method, req.GetParams())
+	}
+}
+
+// undeclared answers, with --package of an mcp_server package, a
+// tools/call of a name the server does not declare the way servers built
+// on the MCP SDKs (TypeScript and Python) answer it, so that agentnode in
+// front of one server answers as the server would: a tool error (isError)
+// naming the tool, not the JSON-RPC -32602 of the catalogue. Nothing is
+// forwarded, decided or run. It returns nil for a declared tool (the call
+// goes on) and for params the SDK itself refuses.
+func (s *Server) undeclared(req mcp.Request) *mcp.CallToolResult {
+	p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+	if !ok || p == nil {
+		return nil
+	}
+	s.mu.Lock()
+	_, known := s.registered[p.Name]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("unknown tool %q: the MCP server of package %s does not declare it", p.Name, s.opts.Package)}},
 	}
 }
 
