@@ -65,9 +65,12 @@ func comparable(v any) any {
 			}
 		}
 		// The go-sdk's types (agentnode's side) omit a false "required"
-		// of a prompt argument, which is its default.
-		if out["required"] == false {
-			delete(out, "required")
+		// of a prompt argument and a false "hasMore" of a completion,
+		// their defaults.
+		for _, k := range []string{"required", "hasMore"} {
+			if out[k] == false {
+				delete(out, k)
+			}
 		}
 		// The go-sdk's server (agentnode) adds to a result of the newest
 		// protocol (2026-07-28, which the Go client asks for and the
@@ -128,6 +131,12 @@ var everythingRequests = []map[string]any{
 	{"method": "prompts/get", "params": map[string]any{"name": "simple-prompt"}},
 	{"method": "prompts/get", "params": map[string]any{"name": "args-prompt", "arguments": map[string]any{"city": "Oslo"}}},
 	{"method": "prompts/get", "params": map[string]any{"name": "resource-prompt", "arguments": map[string]any{"resourceType": "Text", "resourceId": "1"}}},
+	// Completions of a listed prompt's argument (with the context of the
+	// one before it) and of a listed resource template's variable.
+	{"method": "completion/complete", "params": map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "completable-prompt"},
+		"argument": map[string]any{"name": "name", "value": "A"}, "context": map[string]any{"arguments": map[string]any{"department": "Engineering"}}}},
+	{"method": "completion/complete", "params": map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"},
+		"argument": map[string]any{"name": "resourceId", "value": "1"}}},
 }
 
 // The official TypeScript client gets the same answers from

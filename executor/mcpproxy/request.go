@@ -20,9 +20,13 @@ import (
 // policy_denied): only what the server announces is passed on.
 var ErrNotListed = errors.New("the MCP server did not list it")
 
-// ErrNotMethod refuses a request that is not one of the resources and
-// prompts requests passed through (plan.MCPReadMethods).
-var ErrNotMethod = errors.New("not a resources or prompts request agentnode passes through")
+// ErrNotMethod refuses a request that is not one of the resources,
+// prompts and completion requests passed through (plan.MCPReadMethods).
+var ErrNotMethod = errors.New("not a resources, prompts or completion request agentnode passes through")
+
+// ErrNoCompletions refuses a completion/complete to a server that does not
+// declare the completions capability.
+var ErrNoCompletions = errors.New("the MCP server does not offer completions")
 
 // Request decides and forwards one resources or prompts request of the
 // MCP spec (method one of plan.MCPReadMethods, params its JSON params) and
@@ -92,6 +96,13 @@ func (p *Proxy) Request(ctx context.Context, method string, params json.RawMessa
 				res, err = p.session.GetPrompt(ctx, &prm)
 			}
 		}
+	case "completion/complete":
+		var prm mcp.CompleteParams
+		if err = decodeParams(method, params, &prm); err == nil {
+			if err = p.completable(ctx, prm.Ref); err == nil {
+				res, err = p.session.Complete(ctx, &prm)
+			}
+		}
 	}
 	if err != nil {
 		if reason.CodeOf(err) != "" {
@@ -149,6 +160,47 @@ func (p *Proxy) resourceListed(ctx context.Context, uri string) error {
 		}
 	}
 	return reason.New(reason.PolicyDenied, "resources/read %q: %w (neither a listed resource nor a match of a listed resource template)", uri, ErrNotListed)
+}
+
+// completable refuses a completion/complete unless the server declares
+// completions and ref names what it lists: a prompt of prompts/list
+// (ref/prompt), a resource template's URI template of
+// resources/templates/list or a resource's URI of resources/list
+// (ref/resource).
+func (p *Proxy) completable(ctx context.Context, ref *mcp.CompleteReference) error {
+	if init := p.session.InitializeResult(); init == nil || init.Capabilities == nil || init.Capabilities.Completions == nil {
+		return reason.New(reason.PolicyDenied, "completion/complete: %w", ErrNoCompletions)
+	}
+	if ref == nil {
+		return reason.New(reason.InputDenied, "completion/complete: params: no ref")
+	}
+	switch ref.Type {
+	case "ref/prompt":
+		err := p.promptListed(ctx, ref.Name)
+		if errors.Is(err, ErrNotListed) {
+			return reason.New(reason.PolicyDenied, "completion/complete of prompt %q: %w", ref.Name, ErrNotListed)
+		}
+		return err
+	case "ref/resource":
+		for t, err := range p.session.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("resources/templates/list: %w", err)
+			}
+			if t.URITemplate == ref.URI {
+				return nil
+			}
+		}
+		for r, err := range p.session.Resources(ctx, nil) {
+			if err != nil {
+				return fmt.Errorf("resources/list: %w", err)
+			}
+			if r.URI == ref.URI {
+				return nil
+			}
+		}
+		return reason.New(reason.PolicyDenied, "completion/complete of resource %q: %w", ref.URI, ErrNotListed)
+	}
+	return reason.New(reason.InputDenied, "completion/complete: params: ref type %q is neither ref/prompt nor ref/resource", ref.Type)
 }
 
 // promptListed refuses a prompt the server does not list.

@@ -15,13 +15,19 @@ import (
 
 // resourceServer is a real go-sdk server (in memory) with a resource, a
 // resource template and a prompt; it answers a resources/read of any URI
-// (even one it lists nowhere) and counts the reads and gets it receives.
-func resourceServer(t *testing.T, reads *atomic.Int64) *mcp.ClientSession {
+// (even one it lists nowhere) and counts the reads, gets and completions it
+// receives. With complete it offers completions of anything.
+func resourceServer(t *testing.T, reads *atomic.Int64, complete bool) *mcp.ClientSession {
 	t.Helper()
 	subscribed := func(context.Context, *mcp.SubscribeRequest) error { return nil }
 	unsubscribed := func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
-	s := mcp.NewServer(&mcp.Implementation{Name: "resources", Version: "1.0.0"},
-		&mcp.ServerOptions{SubscribeHandler: subscribed, UnsubscribeHandler: unsubscribed})
+	opts := &mcp.ServerOptions{SubscribeHandler: subscribed, UnsubscribeHandler: unsubscribed}
+	if complete {
+		opts.CompletionHandler = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{req.Params.Argument.Value + "-done"}}}, nil
+		}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "resources", Version: "1.0.0"}, opts)
 	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "body of " + req.Params.URI}}}, nil
 	}
@@ -32,7 +38,7 @@ func resourceServer(t *testing.T, reads *atomic.Int64) *mcp.ClientSession {
 	})
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "resources/read" || method == "prompts/get" {
+			if method == "resources/read" || method == "prompts/get" || method == "completion/complete" {
 				reads.Add(1)
 			}
 			if p, ok := req.GetParams().(*mcp.ReadResourceParams); ok && p.URI == "mem://unlisted" {
@@ -58,7 +64,7 @@ func resourceServer(t *testing.T, reads *atomic.Int64) *mcp.ClientSession {
 func TestProxyRequest(t *testing.T) {
 	var reads atomic.Int64
 	var decided []string
-	p, err := New(context.Background(), resourceServer(t, &reads), Options{
+	p, err := New(context.Background(), resourceServer(t, &reads, true), Options{
 		Decide: func(ctx context.Context, tool string, args json.RawMessage) error {
 			decided = append(decided, tool+" "+string(args))
 			if strings.Contains(string(args), "refuse-me") {
@@ -89,10 +95,16 @@ func TestProxyRequest(t *testing.T) {
 		{"resources/read", `{"uri":"mem://logs/a/b"}`, "", ErrNotListed, 3},
 		{"prompts/get", `{"name":"steal"}`, "", ErrNotListed, 3},
 		{"tools/call", `{}`, "", ErrNotMethod, 3},
-		{"completion/complete", `{}`, "", ErrNotMethod, 3},
+		{"logging/setLevel", `{"level":"debug"}`, "", ErrNotMethod, 3},
+		// Completions of what the server lists: a prompt's argument, a
+		// resource template's variable; of anything else never.
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"name","value":"Ad"}}`, `"values":["Ad-done"]`, nil, 4},
+		{"completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://logs/{day}"},"argument":{"name":"day","value":"mon"}}`, `"values":["mon-done"]`, nil, 5},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"steal"},"argument":{"name":"x","value":""}}`, "", ErrNotListed, 5},
+		{"completion/complete", `{"ref":{"type":"ref/resource","uri":"mem://secret/{x}"},"argument":{"name":"x","value":""}}`, "", ErrNotListed, 5},
 		// Subscribing to any URI is passed on (an update names only it).
-		{"resources/subscribe", `{"uri":"mem://anything"}`, "{}", nil, 3},
-		{"resources/unsubscribe", `{"uri":"mem://anything"}`, "{}", nil, 3},
+		{"resources/subscribe", `{"uri":"mem://anything"}`, "{}", nil, 5},
+		{"resources/unsubscribe", `{"uri":"mem://anything"}`, "{}", nil, 5},
 	} {
 		got, err := p.Request(ctx, c.method, json.RawMessage(c.params))
 		if c.wantErr != nil {
@@ -111,13 +123,32 @@ func TestProxyRequest(t *testing.T) {
 	}
 	// The decision hook decides each request, with the method as the tool;
 	// a refusal reaches nothing.
-	if len(decided) != 11 || decided[0] != "resources/list {}" || decided[1] != "resources/templates/list {}" {
+	if len(decided) != 15 || decided[0] != "resources/list {}" || decided[1] != "resources/templates/list {}" {
 		t.Errorf("decided: %q", decided)
 	}
-	if _, err := p.Request(ctx, "resources/read", json.RawMessage(`{"uri":"mem://a","x":"refuse-me"}`)); reason.CodeOf(err) != reason.PolicyDenied || reads.Load() != 3 {
+	if _, err := p.Request(ctx, "resources/read", json.RawMessage(`{"uri":"mem://a","x":"refuse-me"}`)); reason.CodeOf(err) != reason.PolicyDenied || reads.Load() != 5 {
 		t.Errorf("refused read: %v, reads %d", err, reads.Load())
 	}
 	if _, err := p.Request(ctx, "resources/read", json.RawMessage(`{"uri":5}`)); reason.CodeOf(err) != reason.InputDenied {
 		t.Errorf("bad params: %v", err)
+	}
+	for _, bad := range []string{`{"argument":{"name":"x","value":""}}`, `{"ref":{"type":"ref/tool","name":"greet"},"argument":{"name":"x","value":""}}`} {
+		if _, err := p.Request(ctx, "completion/complete", json.RawMessage(bad)); reason.CodeOf(err) != reason.InputDenied || reads.Load() != 5 {
+			t.Errorf("completion/complete %s: %v, reads %d", bad, err, reads.Load())
+		}
+	}
+}
+
+// TestProxyCompletionsNotOffered: a server that does not declare the
+// completions capability is not asked for any.
+func TestProxyCompletionsNotOffered(t *testing.T) {
+	var reads atomic.Int64
+	p, err := New(context.Background(), resourceServer(t, &reads, false), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Request(context.Background(), "completion/complete", json.RawMessage(`{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"name","value":"A"}}`))
+	if !errors.Is(err, ErrNoCompletions) || reads.Load() != 0 {
+		t.Errorf("completion/complete without the capability: %v, reads %d", err, reads.Load())
 	}
 }

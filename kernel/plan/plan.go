@@ -85,14 +85,15 @@ type Plan struct {
 	Plugins *pluginhost.Host
 }
 
-// MCPReadMethods are the MCP requests of an mcp_server package's resources
-// and prompts, decided like a call of a read tool of that name (a tool name
+// MCPReadMethods are the MCP requests of an mcp_server package's resources,
+// prompts and completions, decided like a call of a read tool of that name (a tool name
 // has no "/"), with their params' JSON Schema as its input schema (specs/mcp.md).
 var MCPReadMethods = map[string]string{"resources/list": `{"type":"object"}`, "resources/templates/list": `{"type":"object"}`,
 	"resources/read": uriParams, "resources/subscribe": uriParams, "resources/unsubscribe": uriParams,
-	"prompts/list": `{"type":"object"}`, "prompts/get": `{"type":"object","required":["name"]}`}
+	"prompts/list": `{"type":"object"}`, "prompts/get": `{"type":"object","required":["name"]}`, "completion/complete": completeParams}
 
 const uriParams = `{"type":"object","properties":{"uri":{"type":"string","format":"uri"}},"required":["uri"]}`
+const completeParams = `{"type":"object","required":["ref","argument"],"properties":{"ref":{"type":"object","properties":{"uri":{"type":"string","format":"uri-template"}}},"argument":{"type":"object","properties":{"value":{"type":"string"}}},"context":{"type":"object","properties":{"arguments":{"type":"object","additionalProperties":{"type":"string"}}}}}}`
 
 // MCPLaunch is how the decision found an mcp_server package's server may
 // be started: preinstalled and pinned (from the sealed lockfile entry when

@@ -12,7 +12,7 @@
 // where each result is {"isError", "text", "structuredContent", "meta"} or
 // {"protocolError": MESSAGE}, and "raw" the whole result as the SDK parsed it;
 // "requests" (resources/list, resources/templates/list, resources/read,
-// prompts/list, prompts/get) answer in "requests": {"result": ...} or
+// prompts/list, prompts/get, completion/complete) answer in "requests": {"result": ...} or
 // {"protocolError": MESSAGE, "code": N}. Exits non-zero only if the session itself fails.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -61,6 +61,7 @@ const requests = {
   "resources/read": (p) => client.readResource(p),
   "prompts/list": (p) => client.listPrompts(p),
   "prompts/get": (p) => client.getPrompt(p),
+  "completion/complete": (p) => client.complete(p),
 };
 out.requests = [];
 for (const q of plan.requests ?? []) {

@@ -145,6 +145,8 @@ func (s *Server) forward(ctx context.Context, method string, params mcp.Params) 
 	data, _ := json.Marshal(resultMeta(out, nil))
 	code := int64(jsonrpc.CodeInternalError)
 	switch {
+	case errors.Is(runErr, mcpproxy.ErrNoCompletions):
+		code = jsonrpc.CodeMethodNotFound
 	case errors.Is(runErr, mcpproxy.ErrNotListed) && method == "resources/read":
 		code = mcp.CodeResourceNotFound
 	case errors.Is(runErr, mcpproxy.ErrNotListed), reason.CodeOf(runErr) == reason.InputDenied:
@@ -204,6 +206,8 @@ func resultOf(method string) mcp.Result {
 		return &mcp.ListPromptsResult{}
 	case "prompts/get":
 		return &mcp.GetPromptResult{}
+	case "completion/complete":
+		return &mcp.CompleteResult{}
 	case "resources/subscribe", "resources/unsubscribe":
 		return &mcp.ListResourcesResult{} // {} and _meta: only whether it failed is passed on
 	}

@@ -135,6 +135,7 @@ func New(opts Options) *Server {
 	s.passResources = opts.Package != "" && isMCPServer(opts.Kernel.HomeDir, opts.Package)
 	if s.passResources {
 		caps.Resources, caps.Prompts = &mcp.ResourceCapabilities{Subscribe: true}, &mcp.PromptCapabilities{}
+		caps.Completions = &mcp.CompletionCapabilities{}
 	}
 	sopts := &mcp.ServerOptions{
 		Instructions: "Tools of the packages installed in agentnode. Every call is decided by agentnode's " +

@@ -366,8 +366,9 @@ func (s *inputSchema) isFreeText(schemas []map[string]any) bool {
 	return isString
 }
 
-// uriFormats are the formats that declare a value a URL.
-var uriFormats = []string{"uri", "uri-reference", "iri", "iri-reference"}
+// uriFormats are the formats that declare a value a URL (or a template of
+// URLs, as an MCP completion names a resource template).
+var uriFormats = []string{"uri", "uri-reference", "iri", "iri-reference", "uri-template"}
 
 // hasURIFormat reports whether one of the schemas says format uri.
 func (s *inputSchema) hasURIFormat(schemas []map[string]any) bool {
