@@ -70,7 +70,7 @@ type backend struct {
 	// subordinate ids (userns.go): subid.UIDFile and subid.GIDFile, or
 	// private copies in tests.
 	subuidFile, subgidFile string
-	runsc                  string // gVisor's runsc (gvisor.go): runscPath
+	runsc                  string      // gVisor's runsc (gvisor.go): runscPath
 	owner                  string      // ownerLabel value: this process
 	mntNS                  string      // this process's mount namespace at start
 	warming                atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
