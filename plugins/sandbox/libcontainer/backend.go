@@ -153,7 +153,7 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 		if problem != "" {
 			return no(sandbox.ReasonRuntimeMissing, "%s", problem)
 		}
-		detail = fmt.Sprintf("gVisor %s (runsc %s)", b.runsc, version)
+		detail = fmt.Sprintf("%s version %s", b.runsc, version)
 	}
 	if req.ImageStore == "" {
 		return no(sandbox.ReasonImageMissing, "no image store holding %s (run `agentnode sandbox build`)", req.Image)
