@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,11 +116,105 @@ func assertNoGVisorLeftovers(tb testing.TB, b *backend, id string) {
 	if _, err := os.Lstat(filepath.Join(b.rootsDir(), id)); err == nil {
 		tb.Errorf("run root of %s left behind", id)
 	}
+	if pids := gvisorProcsOf(id); len(pids) > 0 {
+		tb.Errorf("runsc processes of %s still run: pids %v", id, pids)
+	}
+}
+
+// startDetached starts a gVisor container of run id running sleep, as a
+// run of this backend would, but detached, with its run root's owner
+// file naming owner; it returns the run root.
+func startDetached(t *testing.T, b *backend, fx fixture, id, owner string) *runRoot {
+	t.Helper()
+	root, err := b.makeRunRoot(id, fx.Rootfs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(runscPath, "--root", b.runscRoot(), "delete", "--force", id).Run()
+		_ = root.remove()
+	})
+	if err := os.WriteFile(filepath.Join(root.dir, "owner"), []byte(owner), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := spec(fx, id, "sleep", "100")
+	s.Runtime = sandbox.RuntimeGVisor
+	if err := b.writeBundle(s, root); err != nil {
+		t.Fatal(err)
+	}
+	// Its stdio stay /dev/null: the detached sandbox keeps what it is
+	// given open.
+	cmd := exec.Command(runscPath, b.runscArgs(false, "run", "--detach", "--bundle", root.dir, id)...)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("runsc run --detach: %v", err)
+	}
+	if !runscHas(b.runscRoot(), id) || len(gvisorProcsOf(id)) == 0 {
+		t.Fatalf("the detached gVisor container %s does not run", id)
+	}
+	return root
+}
+
+// gvisorProcsOf lists the host processes of runsc naming container id.
+func gvisorProcsOf(id string) []string {
+	var found []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && bytes.Contains(cmd, []byte("runsc")) && bytes.Contains(cmd, []byte(id)) {
-			tb.Errorf("a runsc process of %s still runs: pid %s: %q", id, e.Name(), bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+			found = append(found, e.Name())
 		}
 	}
+	return found
+}
+
+// TestGVisorOrphanReaped: a running gVisor container whose plugin
+// process is gone is removed when a plugin starts (reapOrphans), with its
+// sandbox, cgroups and run root; a live neighbour's is left alone.
+func TestGVisorOrphanReaped(t *testing.T) {
+	b, fx := setup(t)
+	requireRunsc(t, b)
+	self, err := processID(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, start, _ := strings.Cut(self, ":")
+	dead := newID(t, b, "gvorphan")
+	startDetached(t, b, fx, dead, pid+":"+start+"9") // this pid, another start: gone
+	live := newID(t, b, "gvlive")
+	startDetached(t, b, fx, live, self)
+
+	n, err := b.reapOrphans()
+	if err != nil || n < 1 {
+		t.Fatalf("reapOrphans = %d, %v", n, err)
+	}
+	assertNoLeftovers(t, b, fx, dead)
+	assertNoGVisorLeftovers(t, b, dead)
+	if !runscHas(b.runscRoot(), live) || len(gvisorProcsOf(live)) == 0 {
+		t.Error("the live owner's gVisor container was touched")
+	}
+}
+
+// TestGVisorReaperFinal: the plugin's reaper, told the plugin is gone
+// (final), kills and removes a gVisor run's container and proves it gone;
+// an armed target whose root another process owns is left alone.
+func TestGVisorReaperFinal(t *testing.T) {
+	b, fx := setup(t)
+	requireRunsc(t, b)
+	id := newID(t, b, "gvreap")
+	startDetached(t, b, fx, id, b.owner)
+	other := reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: id, Owner: b.owner + "1", Runsc: true}
+	raw, _ := json.Marshal(other)
+	if err := reapRun(t.Context(), raw, true); err != nil {
+		t.Fatalf("reapRun of another owner's target: %v", err)
+	}
+	if !runscHas(b.runscRoot(), id) {
+		t.Fatal("the reaper removed a container whose root another process owns")
+	}
+	mine := reapTarget{StateRoot: b.stateRoot, CgroupParent: b.cgroupParent, ID: id, Owner: b.owner, Runsc: true}
+	raw, _ = json.Marshal(mine)
+	if err := reapRun(t.Context(), raw, true); err != nil {
+		t.Fatalf("reapRun: %v", err)
+	}
+	assertNoLeftovers(t, b, fx, id)
+	assertNoGVisorLeftovers(t, b, id)
 }
