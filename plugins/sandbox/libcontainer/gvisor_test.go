@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
 	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
@@ -214,6 +216,53 @@ func TestGVisorReaperFinal(t *testing.T) {
 	raw, _ = json.Marshal(mine)
 	if err := reapRun(t.Context(), raw, true); err != nil {
 		t.Fatalf("reapRun: %v", err)
+	}
+	assertNoLeftovers(t, b, fx, id)
+	assertNoGVisorLeftovers(t, b, id)
+}
+
+// TestGVisorNoWarmPool: the warm pool serves native runs only. gVisor runs
+// of a host that allows a pool run cold under gVisor each time and leave
+// nothing prepared; a workspace is refused under gVisor before anything
+// runs.
+func TestGVisorNoWarmPool(t *testing.T) {
+	b, fx := setup(t)
+	requireRunsc(t, b)
+	t.Cleanup(func() { b.pool.closePool(b) })
+	host, err := os.ReadFile("/proc/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		id := newID(t, b, "gvwarm")
+		s := spec(fx, id, "cat", "/proc/version")
+		s.Runtime = sandbox.RuntimeGVisor
+		s.Warm = sandbox.WarmPool{Size: 1, Idle: time.Minute}
+		var stdout bytes.Buffer
+		r, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s, Stdout: &stdout})
+		if err != nil || r.ExitCode != 0 || !r.CleanupVerified {
+			t.Fatalf("gVisor run with a warm pool = %+v, %v", r, err)
+		}
+		if bytes.Equal(bytes.TrimSpace(stdout.Bytes()), bytes.TrimSpace(host)) {
+			t.Fatalf("a gVisor run with a warm pool answered from the host's kernel: %q", stdout.String())
+		}
+		assertNoGVisorLeftovers(t, b, id)
+	}
+	b.pool.mu.Lock()
+	n := len(b.pool.entries)
+	b.pool.mu.Unlock()
+	if n != 0 || b.pool.hits.Load() != 0 {
+		t.Errorf("the warm pool holds %d containers and served %d runs after gVisor runs only", n, b.pool.hits.Load())
+	}
+
+	id := newID(t, b, "gvws")
+	s := spec(fx, id, "sh", "-c", "echo ran")
+	s.Runtime = sandbox.RuntimeGVisor
+	s.Workspace = &sandbox.Workspace{Path: t.TempDir()}
+	var stdout bytes.Buffer
+	r, err := b.Run(t.Context(), &sandbox.RunRequest{Spec: s, Stdout: &stdout})
+	if !errors.Is(err, errGVisorWorkspace) || r != nil || stdout.Len() > 0 {
+		t.Fatalf("gVisor run with a workspace = %+v, %v, stdout %q; want errGVisorWorkspace and no run", r, err, stdout.String())
 	}
 	assertNoLeftovers(t, b, fx, id)
 	assertNoGVisorLeftovers(t, b, id)
