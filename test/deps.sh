@@ -28,8 +28,9 @@ demo_pkgs=(gcc make git libc6-dev libseccomp-dev pkg-config
 # uidmap: newuidmap/newgidmap, with which the libcontainer backend run by a
 # normal user maps its sandboxes' user namespaces (the rootless tests run as
 # a user they create with useradd, from passwd, which Debian always has).
-# runsc: gVisor's OCI runtime, the sandbox.runtime gvisor of the Podman and
-# Docker backends (their gVisor conformance suites, AGENTNODE_REQUIRE_GVISOR).
+# runsc: gVisor's OCI runtime, the sandbox.runtime gvisor of the Podman,
+# Docker and libcontainer backends (their gVisor conformance suites,
+# AGENTNODE_REQUIRE_GVISOR; libcontainer runs /usr/bin/runsc itself).
 test_pkgs=(runc protobuf-compiler python3 python3-pip python3-wheel python3-pytest uidmap runsc)
 
 case "$profile" in

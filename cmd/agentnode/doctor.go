@@ -278,8 +278,13 @@ func runDoctor() *doctorReport {
 		if rt.GVisorUsed {
 			// Runs placed on gVisor are refused when the backend cannot
 			// run it: sandboxed execution is then not (fully) possible.
-			rt.GVisorAvailable = add("sandbox runtime gvisor", checkBackend(dir, cfg.Sandbox.Backend, img, sandbox.RuntimeGVisor),
-				cfg.Sandbox.Backend+" runs gVisor (runsc)")
+			var detail string
+			err := checkBackendDetail(dir, cfg.Sandbox.Backend, img, sandbox.RuntimeGVisor, &detail)
+			ok := cfg.Sandbox.Backend + " runs gVisor (runsc)"
+			if detail != "" {
+				ok += ": " + termsafe.Line(detail)
+			}
+			rt.GVisorAvailable = add("sandbox runtime gvisor", err, ok)
 			sandboxOK = sandboxOK && rt.GVisorAvailable
 		}
 	}
@@ -362,6 +367,12 @@ func checkAuditDir(dir string) error {
 // checkBackend starts the configured backend plugin and asks it whether it
 // can run the image.
 func checkBackend(homeDir, backend string, img *image.Image, runtime string) error {
+	return checkBackendDetail(homeDir, backend, img, runtime, nil)
+}
+
+// checkBackendDetail is checkBackend that also stores the backend's detail
+// of an available answer (gVisor's version, say) in detail when not nil.
+func checkBackendDetail(homeDir, backend string, img *image.Image, runtime string, detail *string) error {
 	host := pluginhost.New(pluginhost.Options{HomeDir: homeDir, LogOutput: termsafe.NewWriter(os.Stderr)})
 	defer host.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), host.CallTimeout())
@@ -383,6 +394,9 @@ func checkBackend(homeDir, backend string, img *image.Image, runtime string) err
 	}
 	if !resp.Available {
 		return reason.New(reason.SandboxUnavailable, "%s: %s (%s)", backend, resp.Reason, resp.Detail)
+	}
+	if detail != nil {
+		*detail = resp.Detail
 	}
 	return nil
 }

@@ -70,6 +70,7 @@ type backend struct {
 	// subordinate ids (userns.go): subid.UIDFile and subid.GIDFile, or
 	// private copies in tests.
 	subuidFile, subgidFile string
+	runsc                  string      // gVisor's runsc (gvisor.go): runscPath
 	owner                  string      // ownerLabel value: this process
 	mntNS                  string      // this process's mount namespace at start
 	warming                atomic.Bool // a cgroup lock warm-up (warmup.go) is under way
@@ -90,7 +91,7 @@ func newBackend(log hclog.Logger) *backend {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid, reaper: reaper.New()}
+	b := &backend{log: log, stateRoot: DefaultStateRoot, cgroupParent: DefaultCgroupParent, geteuid: os.Geteuid, reaper: reaper.New(), runsc: runscPath}
 	b.subuidFile, b.subgidFile = subidFiles()
 	if uid := os.Geteuid(); uid != 0 {
 		b.rootless = true
@@ -142,6 +143,18 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 			return no(sandbox.ReasonNotInstalled, "every sandbox needs a user namespace: %v", err)
 		}
 	}
+	rt, err := sandbox.NormalizeRuntime(req.Runtime)
+	if err != nil {
+		return no(sandbox.ReasonRuntimeMissing, "%v", err)
+	}
+	detail := ""
+	if rt == sandbox.RuntimeGVisor {
+		problem, version := b.gvisorProblem()
+		if problem != "" {
+			return no(sandbox.ReasonRuntimeMissing, "%s", problem)
+		}
+		detail = fmt.Sprintf("%s version %s", b.runsc, version)
+	}
 	if req.ImageStore == "" {
 		return no(sandbox.ReasonImageMissing, "no image store holding %s (run `agentnode sandbox build`)", req.Image)
 	}
@@ -160,7 +173,7 @@ func (b *backend) Availability(_ context.Context, req *sandbox.AvailabilityReque
 	// cgroup migration find the kernel's lock warm (warmup.go). When no
 	// run follows (doctor), one no-op migration was wasted.
 	b.warmCgroupLock()
-	return &sandbox.AvailabilityResponse{Available: true}, nil
+	return &sandbox.AvailabilityResponse{Available: true, Runtime: rt, Detail: detail}, nil
 }
 
 // seccompProblem says why seccomp filters cannot be installed, or "".
@@ -273,6 +286,13 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (resp *sandb
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("libcontainer: run %s: %w", id, context.Cause(ctx))
+	}
+	rt, err := sandbox.NormalizeRuntime(req.Spec.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("libcontainer: run %s: %w", id, err)
+	}
+	if rt == sandbox.RuntimeGVisor {
+		return b.runGVisor(ctx, req) // never from the warm pool
 	}
 	if req.Warm.Size > 0 {
 		w := b.pool.take(ctx, b, req.Spec)

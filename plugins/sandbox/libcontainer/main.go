@@ -4,7 +4,8 @@
 // OCI spec comes from the shared profile (sdk/sandbox/profile), is turned
 // into a libcontainer config by specconv, and every run is destroyed
 // afterwards and its cleanup proven (state directory, cgroups in every
-// hierarchy, mounts).
+// hierarchy, mounts). A run asking for gVisor (Spec.Runtime gvisor) gets the
+// same profile as an OCI bundle handed to /usr/bin/runsc (gvisor.go).
 //
 // The binary has two personalities. Started by the host it is a go-plugin
 // sandbox plugin (sandbox.Serve). Re-executed by libcontainer as

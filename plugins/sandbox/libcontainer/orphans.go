@@ -58,14 +58,16 @@ func ownerOf(c *libcontainer.Container) string {
 // (still being created, or not ours). It is run once when the plugin
 // starts, off the hot path.
 func (b *backend) reapOrphans() (reaped int, err error) {
+	// gVisor runs' containers (gvisor.go), before their roots go.
+	reaped, gerr := b.reapGVisorOrphans()
 	entries, err := os.ReadDir(b.stateRoot)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return reaped, gerr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("libcontainer: listing %s: %w", b.stateRoot, err)
+		return reaped, errors.Join(gerr, fmt.Errorf("libcontainer: listing %s: %w", b.stateRoot, err))
 	}
-	var errs []error
+	errs := []error{gerr}
 	for _, e := range entries {
 		id := e.Name()
 		if !e.IsDir() || validateRunID(id) != nil {
@@ -119,6 +121,8 @@ type reapTarget struct {
 	CgroupParent string `json:"cgroup_parent"`
 	ID           string `json:"id"`
 	Owner        string `json:"owner"`
+	// Runsc: a gVisor run (gvisor.go), in runsc's root, not libcontainer's.
+	Runsc bool `json:"runsc,omitempty"`
 }
 
 // reapRun is the reaper's Reap (it runs in the reaper process): kill the
@@ -138,6 +142,9 @@ func reapRun(_ context.Context, raw json.RawMessage, final bool) error {
 	}
 	b := newBackend(nil)
 	b.stateRoot, b.cgroupParent = t.StateRoot, t.CgroupParent
+	if t.Runsc {
+		return b.reapGVisor(t.ID, t.Owner, final)
+	}
 	c, err := libcontainer.Load(b.stateRoot, t.ID)
 	switch {
 	case errors.Is(err, libcontainer.ErrNotExist):
