@@ -46,7 +46,7 @@ func stageArtifact(_ context.Context, st *state) error {
 	if err := st.resolveRequest(); err != nil {
 		return err
 	}
-	return st.k.store().Verify(pkg)
+	return st.k.Seals.Verify(pkg.Dir, pkg.ArtifactHash+" "+pkg.DepsHash, func() error { return st.k.store().Verify(pkg) })
 }
 
 // loadPackage reads the installed package's metadata and manifest (the
