@@ -229,7 +229,7 @@ func checkSandbox(ctx context.Context, st *state) error {
 	if err != nil {
 		return err
 	}
-	img, err := image.Resolve(st.k.HomeDir, ref)
+	img, err := image.ResolveSealed(st.k.HomeDir, ref, st.k.Seals)
 	if err != nil {
 		return err
 	}
