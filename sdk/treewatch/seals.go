@@ -3,6 +3,7 @@ package treewatch
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Seals remembers, for the life of a session, which trees were verified
@@ -16,10 +17,17 @@ type Seals struct {
 
 // seal is one tree's watch and the key it was verified for.
 type seal struct {
-	mu  sync.Mutex // one verification of the tree at a time
-	key string
-	w   *Watch // nil: not verified, or not watchable (verified every time)
+	mu       sync.Mutex // one verification of the tree at a time
+	key      string
+	w        *Watch    // nil: not verified, or not watchable (verified every time)
+	verified time.Time // the last full verification
 }
+
+// MaxAge (a variable for tests) is how long a watched, unchanged tree is
+// trusted without a full verification: what inotify cannot see (a write
+// through a shared writable mapping made before the watch was armed) is
+// found at the latest by the first call after it.
+var MaxAge = time.Minute
 
 // MaxTrees bounds the trees one Seals watches (one inotify instance each,
 // of fs.inotify.max_user_instances, 128 by default); the trees beyond are
@@ -49,11 +57,22 @@ func (s *Seals) Verify(root, key string, verify func() error) error {
 	if t.w != nil {
 		changed = t.w.Tainted()
 		if changed == "" && t.key == key {
+			if time.Since(t.verified) < MaxAge {
+				return nil
+			}
+			// Watched since before this verification: kept if it holds.
+			if err := verify(); err != nil {
+				t.w.Close()
+				t.w, t.key = nil, ""
+				return err
+			}
+			t.verified = time.Now()
 			return nil
 		}
 		t.w.Close()
 		t.w, t.key = nil, ""
 	}
+	start := time.Now()
 	w, armErr := Arm(root)
 	if err := verify(); err != nil {
 		if w != nil {
@@ -76,7 +95,7 @@ func (s *Seals) Verify(root, key string, verify func() error) error {
 		w.Close()
 		return nil
 	}
-	t.w, t.key = w, key
+	t.w, t.key, t.verified = w, key, start
 	return nil
 }
 

@@ -24,9 +24,11 @@
 // cannot change in place, only by replacing the link (a parent event).
 //
 // Not seen: writes through a shared writable memory mapping of a tree file
-// made before the watch was armed (inotify reports no event for them), and
-// mounts over a path of the tree (no event either; making one needs
-// privileges that could also change agentnode itself).
+// (inotify reports no event for them; the mapping needs a descriptor open
+// for writing, whose close is an event, so only one made before the watch
+// was armed), which Seals bounds by verifying in full at the first call
+// after MaxAge; and mounts over a path of the tree (no event either; making
+// one needs privileges that could also change agentnode itself).
 package treewatch
 
 import (

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentnode/agentnode/sdk/treewatch"
 )
 
@@ -247,5 +249,38 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSealsMaxAge: a write through a shared writable mapping made before
+// the seal is what inotify does not report; it is found by the full
+// verification at the first call after MaxAge.
+func TestSealsMaxAge(t *testing.T) {
+	root, _, sum := tree(t)
+	p := filepath.Join(root, "node_modules/b/index.js")
+	must(t, os.Chmod(p, 0o644))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, 8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	must(t, err)
+	defer unix.Munmap(mem)
+	must(t, os.Chmod(p, 0o444))
+	sum, err = digest(root)
+	must(t, err)
+	s := treewatch.NewSeals()
+	defer s.Close()
+	n := 0
+	verify := verifier(root, sum, &n)
+	must(t, s.Verify(root, sum, verify))
+	copy(mem, "tampered")
+	if err := s.Verify(root, sum, verify); err != nil || n != 1 {
+		t.Fatalf("inotify reported a write through a mapping (%v, %d verifications): the documented gap is gone, update the docs", err, n)
+	}
+	old := treewatch.MaxAge
+	treewatch.MaxAge = 0
+	defer func() { treewatch.MaxAge = old }()
+	if err := s.Verify(root, sum, verify); !errors.Is(err, errMismatch) || n != 2 {
+		t.Fatalf("after MaxAge: %v (%d verifications)", err, n)
 	}
 }
