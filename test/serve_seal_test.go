@@ -153,3 +153,42 @@ func mustDo(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestMCPServeSealedToolpack: a curated toolpack on the confined host
+// behind `mcp serve`: its installed tree, sealed at the first call, is
+// changed between two calls (a file of it written, then a file added) and
+// the next call is refused with artifact_mismatch naming the path; with
+// the tree as installed again, the tool runs again.
+func TestMCPServeSealedToolpack(t *testing.T) {
+	e := curatedEnv(t)
+	installed := installedContent(t, e, "mcp-tools")
+	cs, _, _ := e.serve(t, nil)
+	if r := callTool(t, cs, "mcp-tools__echo", map[string]any{"x": 1}); r.IsError {
+		t.Fatalf("echo: %s", resultText(r))
+	}
+	fail := filepath.Join(installed, "bin", "fail")
+	orig, err := os.ReadFile(fail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		path     string
+		do, undo func()
+	}{
+		{"bin/fail", func() { mustDo(t, os.WriteFile(fail, []byte("#!/bin/sh\necho evil\n"), 0o755)) },
+			func() { mustDo(t, os.WriteFile(fail, orig, 0o755)) }},
+		{"bin/evil", func() { mustDo(t, os.WriteFile(filepath.Join(installed, "bin", "evil"), nil, 0o444)) },
+			func() { mustDo(t, os.Remove(filepath.Join(installed, "bin", "evil"))) }},
+	} {
+		a.do()
+		r := callTool(t, cs, "mcp-tools__echo", map[string]any{"x": 1})
+		if text := resultText(r); !r.IsError || !strings.HasPrefix(text, "deny artifact_mismatch:") ||
+			!strings.Contains(text, "changed since it was verified: "+a.path) {
+			t.Fatalf("%s changed: %s", a.path, text)
+		}
+		a.undo()
+		if r := callTool(t, cs, "mcp-tools__echo", map[string]any{"x": 1}); r.IsError {
+			t.Fatalf("%s restored: %s", a.path, resultText(r))
+		}
+	}
+}
