@@ -35,7 +35,8 @@ func stageConfig(_ context.Context, st *state) error {
 }
 
 // stageArtifact loads the installed package, resolves the request against
-// it (resolveRequest) and recomputes the package's content hash. The
+// it (resolveRequest) and recomputes the package's content hash (with
+// Seals, only when the tree changed since it was last verified). The
 // request is resolved before the hash so that the input check and its
 // schema validation overlap the hashing and the plugin starts.
 func stageArtifact(_ context.Context, st *state) error {
