@@ -490,7 +490,7 @@ func BenchmarkNodeMCPServeCall(b *testing.B) {
 	e := newMCPEnv(b)
 	pkg := nodeSandboxEnv(b, e)
 	ws := workspace(b)
-	through, _, _ := e.serveArgs(b, nil, "--package", "memory-mcp", "--workspace", ws)
+	through, _, stderr := e.serveArgs(b, nil, "--package", "memory-mcp", "--workspace", ws, "--trace")
 	directWS := workspace(b)
 	direct := directSession(b, pkg, directWS)
 	b.Cleanup(func() { _ = direct.Close() })
@@ -509,4 +509,5 @@ func BenchmarkNodeMCPServeCall(b *testing.B) {
 		}},
 		{"direct", func() { directResult(b, direct, "read_graph", "{}") }},
 	})
+	logTrace(b, stderr.String())
 }

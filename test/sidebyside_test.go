@@ -2,7 +2,12 @@ package test
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,4 +60,44 @@ func timedCLI(b *testing.B, env []string, want []byte, args ...string) {
 	if err != nil || !bytes.Contains(out, want) {
 		b.Fatalf("agentnode %v: %v\n%s", args, err, out)
 	}
+}
+
+// logTrace logs, from the stderr of an `mcp serve --trace`, each traced
+// event's median and 90th percentile duration over the calls (where a
+// call's time goes); it fails b if nothing was traced.
+func logTrace(b *testing.B, stderr string) {
+	b.Helper()
+	durs := map[string][]float64{}
+	for _, line := range strings.Split(stderr, "\n") {
+		_, rest, ok := strings.Cut(line, "agentnode: trace ")
+		if !ok || strings.HasPrefix(rest, "launch") {
+			continue
+		}
+		_, rest, _ = strings.Cut(rest, ": ")
+		f := strings.Fields(rest)
+		if len(f) < 3 {
+			continue
+		}
+		d, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue // the header
+		}
+		ev := strings.Join(f[2:], " ")
+		durs[ev] = append(durs[ev], d)
+	}
+	if len(durs) == 0 {
+		b.Fatalf("no trace in serve's stderr:\n%s", stderr)
+	}
+	for _, d := range durs {
+		slices.Sort(d)
+	}
+	names := slices.SortedFunc(maps.Keys(durs), func(x, y string) int {
+		return cmp.Compare(durs[y][len(durs[y])/2], durs[x][len(durs[x])/2])
+	})
+	var out strings.Builder
+	for _, ev := range names {
+		d := durs[ev]
+		fmt.Fprintf(&out, "\n%-48s n=%4d p50 %7.3f ms  p90 %7.3f ms", ev, len(d), d[len(d)/2], d[len(d)*9/10])
+	}
+	b.Logf("where a call's time went (mcp serve --trace), by median:%s", out.String())
 }

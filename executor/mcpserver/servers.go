@@ -210,6 +210,22 @@ func (p *Servers) StopFor(h *pluginhost.Host) {
 	}
 }
 
+// Stop stops package id's server, if one runs, and waits for it (the
+// package's installed tree no longer verifies: the server started from it
+// must not answer again). The next call of id starts a new one.
+func (p *Servers) Stop(id string) {
+	p.mu.Lock()
+	e := p.sessions[id]
+	if e != nil {
+		e.retired = true
+		delete(p.sessions, id)
+	}
+	p.mu.Unlock()
+	if e != nil {
+		e.stop()
+	}
+}
+
 // Close stops every server and waits for them; later calls are refused.
 func (p *Servers) Close() {
 	p.mu.Lock()

@@ -25,6 +25,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/store"
 	"github.com/agentnode/agentnode/kernel/validcache"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/treewatch"
 )
 
 // Placements.
@@ -74,6 +75,8 @@ type Kernel struct {
 	Executors *plan.Registry
 	// Trace, when set, is called after each stage and audit record write ("audit_decision", "audit_outcome").
 	Trace func(what string, start time.Time, err error)
+	// Seals (`mcp serve`): an installed tree verified and watched unchanged since is not re-hashed (sdk/treewatch).
+	Seals *treewatch.Seals
 }
 
 // Request is one tool call.

@@ -35,7 +35,8 @@ func stageConfig(_ context.Context, st *state) error {
 }
 
 // stageArtifact loads the installed package, resolves the request against
-// it (resolveRequest) and recomputes the package's content hash. The
+// it (resolveRequest) and recomputes the package's content hash (with
+// Seals, only when the tree changed since it was last verified). The
 // request is resolved before the hash so that the input check and its
 // schema validation overlap the hashing and the plugin starts.
 func stageArtifact(_ context.Context, st *state) error {
@@ -46,7 +47,7 @@ func stageArtifact(_ context.Context, st *state) error {
 	if err := st.resolveRequest(); err != nil {
 		return err
 	}
-	return st.k.store().Verify(pkg)
+	return st.k.Seals.Verify(pkg.Dir, pkg.ArtifactHash+" "+pkg.DepsHash, func() error { return st.k.store().Verify(pkg) })
 }
 
 // loadPackage reads the installed package's metadata and manifest (the
@@ -229,7 +230,7 @@ func checkSandbox(ctx context.Context, st *state) error {
 	if err != nil {
 		return err
 	}
-	img, err := image.Resolve(st.k.HomeDir, ref)
+	img, err := image.ResolveSealed(st.k.HomeDir, ref, st.k.Seals)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox/imagestore"
+	"github.com/agentnode/agentnode/sdk/treewatch"
 )
 
 // DefaultName is the repository name of the default image (`agentnode
@@ -152,7 +153,11 @@ func ParseRef(ref string) (repo, manifestHex string, err error) {
 // "image_missing") and hash to their digests, and the unpacked rootfs must
 // exist and hash to the tree hash recorded when it was unpacked (else
 // ErrImageDigestMismatch).
-func Resolve(homeDir, ref string) (*Image, error) {
+func Resolve(homeDir, ref string) (*Image, error) { return ResolveSealed(homeDir, ref, nil) }
+
+// ResolveSealed is Resolve re-hashing the rootfs only when seals has not
+// watched it unchanged since it last verified (sdk/treewatch; nil: always).
+func ResolveSealed(homeDir, ref string, seals *treewatch.Seals) (*Image, error) {
 	repo, mhex, err := ParseRef(ref)
 	if err != nil {
 		return nil, err
@@ -177,7 +182,7 @@ func Resolve(homeDir, ref string) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyRootfs(homeDir, mhex, cfg); err != nil {
+	if err := verifyRootfs(homeDir, mhex, cfg, seals); err != nil {
 		return nil, err
 	}
 	return img, nil

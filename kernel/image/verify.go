@@ -14,6 +14,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/kernel/treehash"
+	"github.com/agentnode/agentnode/sdk/treewatch"
 )
 
 // maxMarker bounds a rootfs marker.
@@ -30,7 +31,7 @@ type Marker struct {
 
 // verifyRootfs checks the unpacked rootfs of manifest mhex against its
 // marker and the image config.
-func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile) error {
+func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile, seals *treewatch.Seals) error {
 	dir := RootfsDir(homeDir, mhex)
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -60,15 +61,17 @@ func verifyRootfs(homeDir, mhex string, cfg *v1.ConfigFile) error {
 		return reason.New(reason.ImageDigestMismatch, "rootfs %s was unpacked from layers %v, the image has %v",
 			dir, m.DiffIDs, cfg.RootFS.DiffIDs)
 	}
-	tree, err := TreeHash(dir, hashcache.Shared(HashCachePath(homeDir, mhex)))
-	if err != nil {
-		return reason.New(reason.ImageDigestMismatch, "rootfs %s: %w", dir, err)
-	}
-	if tree != m.Tree {
-		return reason.New(reason.ImageDigestMismatch,
-			"rootfs %s was modified: tree hash %s, recorded %s; rebuild with `agentnode sandbox build`", dir, tree, m.Tree)
-	}
-	return nil
+	return seals.Verify(dir, m.Tree, func() error {
+		tree, err := TreeHash(dir, hashcache.Shared(HashCachePath(homeDir, mhex)))
+		if err != nil {
+			return reason.New(reason.ImageDigestMismatch, "rootfs %s: %w", dir, err)
+		}
+		if tree != m.Tree {
+			return reason.New(reason.ImageDigestMismatch,
+				"rootfs %s was modified: tree hash %s, recorded %s; rebuild with `agentnode sandbox build`", dir, tree, m.Tree)
+		}
+		return nil
+	})
 }
 
 func sameHashes(a, b []v1.Hash) bool {

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/agentnode/agentnode/kernel/home"
@@ -23,20 +22,6 @@ func Key(kind, name string) string { return kind + "-" + name }
 
 // FileName returns the binary name of a plugin: agentnode-<kind>-<name>.
 func FileName(kind, name string) string { return Prefix + Key(kind, name) }
-
-// ParseFileName splits a binary name agentnode-<kind>-<name>. kind must be
-// one of plugin.Kinds and name must match [a-z0-9][a-z0-9-]*.
-func ParseFileName(base string) (kind, name string, ok bool) {
-	rest, found := strings.CutPrefix(base, Prefix)
-	if !found {
-		return "", "", false
-	}
-	kind, name, found = strings.Cut(rest, "-")
-	if !found || !validKind(kind) || !ValidName(name) {
-		return "", "", false
-	}
-	return kind, name, true
-}
 
 // ValidName reports whether name matches [a-z0-9][a-z0-9-]*.
 func ValidName(name string) bool {

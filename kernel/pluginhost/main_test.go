@@ -122,8 +122,8 @@ func newEnv(t *testing.T, mode string, pin bool) *env {
 // mode 0600. Pins already there are kept unless the file does not load.
 func testPin(tb testing.TB, homeDir, path string) {
 	tb.Helper()
-	kind, name, ok := ParseFileName(filepath.Base(path))
-	if !ok {
+	kind, name, ok := strings.Cut(strings.TrimPrefix(filepath.Base(path), Prefix), "-")
+	if !ok || !validKind(kind) || !ValidName(name) {
 		tb.Fatalf("testPin: %s is not a plugin file name", path)
 	}
 	real, err := ResolveFile(path)

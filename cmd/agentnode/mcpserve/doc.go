@@ -39,7 +39,10 @@
 // or timed out is replaced at the next call; Close stops them all.
 //
 // Per call: the kernel re-reads the config, re-checks the lockfile and
-// re-hashes the installed artifact, then decides and audits exactly as
+// checks the installed artifact — re-hashed at the first call and after
+// any change the session's inotify seal saw (Kernel.Seals,
+// sdk/treewatch; an artifact_mismatch stops the package's kept server) —
+// then decides and audits exactly as
 // `agentnode run` does. Calls are never interactive: a verdict of prompt is
 // a deny (policy_prompt). What lives across calls is the plugin host (trust,
 // guard, sandbox plugins are started once); after a refusal for a plugin or

@@ -25,6 +25,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/pluginhost"
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/treewatch"
 )
 
 // Options configure a Server.
@@ -112,6 +113,11 @@ func New(opts Options) *Server {
 		}
 	}
 	servers := mcpserver.NewServers()
+	if opts.Kernel.Seals == nil {
+		// The installed trees verified for this session are watched, not
+		// re-hashed on every call, while nothing changes in them.
+		opts.Kernel.Seals = treewatch.NewSeals()
+	}
 	var executors *plan.Registry
 	if opts.Kernel.Executors != nil {
 		executors = executor.WithMCPServers(opts.Kernel.Executors, servers)
@@ -184,6 +190,7 @@ func (s *Server) Close() bool {
 	go func() {
 		s.plugins.open.Wait()
 		s.servers.Close() // no call is running any more
+		s.opts.Kernel.Seals.Close()
 		close(done)
 	}()
 	select {
@@ -383,6 +390,10 @@ func (s *Server) run(ctx context.Context, pkg, tool string, input json.RawMessag
 		tr.PrintAs(s.opts.Trace, TracePrefix(out.RequestID))
 	}
 	s.plugins.release(g, runErr != nil && staleCodes[reason.CodeOf(runErr)])
+	if reason.CodeOf(runErr) == reason.ArtifactMismatch {
+		// Its installed tree changed: the server started from it stops.
+		s.servers.Stop(pkg)
+	}
 	return out, pt.Result(), runErr
 }
 

@@ -225,7 +225,7 @@ func updatePins(homeDir string, change func(map[string]pluginhost.PinValue)) err
 
 // pinFor computes the pin of one plugin file without writing it.
 func pinFor(path string) (PinRecord, error) {
-	kind, name, ok := pluginhost.ParseFileName(filepath.Base(path))
+	kind, name, ok := ParseFileName(filepath.Base(path))
 	if !ok {
 		return PinRecord{}, fmt.Errorf("%w: %q (want agentnode-<kind>-<name>, kind one of %s, name [a-z0-9][a-z0-9-]*)",
 			ErrInvalidName, filepath.Base(path), strings.Join(plugin.Kinds, "|"))

@@ -6,9 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/pluginhost"
+	"github.com/agentnode/agentnode/sdk/plugin"
 )
 
 // Where a plugin binary was found.
@@ -27,7 +30,7 @@ type candidate struct {
 	Err        error  // resolving or stat failed
 }
 
-// scanDir lists the plugin files in dir (pluginhost.ParseFileName), in
+// scanDir lists the plugin files in dir (ParseFileName), in
 // name order. A missing dir is empty. A directory or a name that resolves
 // to something other than a regular file is passed over, as a launch
 // passes it over.
@@ -44,7 +47,7 @@ func scanDir(dir, source string) ([]candidate, error) {
 	}
 	var out []candidate
 	for _, de := range des {
-		kind, name, ok := pluginhost.ParseFileName(de.Name())
+		kind, name, ok := ParseFileName(de.Name())
 		if !ok || de.IsDir() {
 			continue
 		}
@@ -88,4 +91,19 @@ func scan(homeDir, binDir string) ([]candidate, error) {
 		}
 	}
 	return out, nil
+}
+
+// ParseFileName splits a plugin binary's name agentnode-<kind>-<name>
+// (pluginhost.FileName). kind must be one of plugin.Kinds and name must
+// match [a-z0-9][a-z0-9-]* (pluginhost.ValidName).
+func ParseFileName(base string) (kind, name string, ok bool) {
+	rest, found := strings.CutPrefix(base, pluginhost.Prefix)
+	if !found {
+		return "", "", false
+	}
+	kind, name, found = strings.Cut(rest, "-")
+	if !found || !slices.Contains(plugin.Kinds, kind) || !pluginhost.ValidName(name) {
+		return "", "", false
+	}
+	return kind, name, true
 }

@@ -85,3 +85,32 @@ func TestScanOrderMatchesLaunch(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFileName(t *testing.T) {
+	for _, tc := range []struct {
+		in         string
+		kind, name string
+		ok         bool
+	}{
+		{"agentnode-trust-default", "trust", "default", true},
+		{"agentnode-sandbox-libcontainer", "sandbox", "libcontainer", true},
+		{"agentnode-guard-pii-2", "guard", "pii-2", true},
+		{"agentnode-broker-llm", "broker", "llm", true},
+		{"agentnode-trust-0", "trust", "0", true},
+		{"agentnode", "", "", false},
+		{"agentnode-trust", "", "", false},
+		{"agentnode-trust-", "", "", false},
+		{"agentnode-trust--x", "", "", false},
+		{"agentnode-trust-Faulty", "", "", false},
+		{"agentnode-trust-faulty.mode", "", "", false},
+		{"agentnode-trust-a_b", "", "", false},
+		{"agentnode-nokind-x", "", "", false},
+		{"xagentnode-trust-x", "", "", false},
+		{"agentnode-trust-x y", "", "", false},
+	} {
+		kind, name, ok := ParseFileName(tc.in)
+		if kind != tc.kind || name != tc.name || ok != tc.ok {
+			t.Errorf("ParseFileName(%q) = %q, %q, %v; want %q, %q, %v", tc.in, kind, name, ok, tc.kind, tc.name, tc.ok)
+		}
+	}
+}
