@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -269,7 +270,26 @@ func TestNPMInstallFromCache(t *testing.T) {
 	if bareRes.DepsHash != res.DepsHash {
 		t.Fatalf("without resolved URLs the tree is %s, with them %s", bareRes.DepsHash, res.DepsHash)
 	}
-	t.Logf("installed %d npm packages, %s (the same with %d resolved URLs removed); sandboxed and direct agree; tampered tree refused: %s",
+
+	// From the npm registry instead, through the sealed egress proxy
+	// allowing its host alone: the same tree, and every connection audited.
+	e.installFails(t, []string{"--npm-cache and --npm-registry exclude each other"}, pkg, "--npm-cache", cache, "--npm-registry", "https://registry.npmjs.org/")
+	e.installFails(t, []string{"--npm-registry", "http is refused"}, pkg, "--npm-registry", "http://registry.npmjs.org/")
+	e.cli(t, "remove", "memory-mcp")
+	var regRes struct {
+		DepsHash string `json:"deps_hash"`
+	}
+	if err := json.Unmarshal(e.cli(t, "install", pkg, "--npm-registry", "https://registry.npmjs.org", "--json"), &regRes); err != nil {
+		t.Fatal(err)
+	}
+	if regRes.DepsHash != res.DepsHash {
+		t.Fatalf("from the registry the tree is %s, from the cache %s", regRes.DepsHash, res.DepsHash)
+	}
+	auditOut := string(e.cli(t, "audit", "-n", "400", "--json"))
+	if !regexp.MustCompile(`"event":"egress","request_id":"[0-9a-f]+","package":"memory-mcp".*"placement":"sandbox","backend":"libcontainer","decision":"allow","code":"","reason":"registry\.npmjs\.org:443: allowlisted host`).MatchString(auditOut) {
+		t.Fatalf("no egress record of registry.npmjs.org:443 in the audit:\n%s", auditOut)
+	}
+	t.Logf("installed %d npm packages, %s (the same with %d resolved URLs removed, and from the registry); sandboxed and direct agree; tampered tree refused: %s",
 		len(res.Dependencies), res.DepsHash, stripped, strings.TrimSpace(string(rout)))
 }
 

@@ -28,7 +28,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
 // ErrLock is wrapped by every refusal of the package's npm files: no
@@ -178,11 +181,17 @@ type Installer struct {
 	// (selectCache) into a private directory mounted read-only at /pack
 	// and copied to the container's /tmp for npm, which writes to its
 	// cache.
-	Cache   string
-	Limits  sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
-	Timeout time.Duration
-	Caps    pydeps.Caps // zero: pydeps.DefaultCaps
-	RunID   string      // the container's name ("" gives one from the time)
+	Cache string
+	// Registry, instead of Cache, is the npm registry's URL (https, port
+	// 443) npm ci downloads the locked tarballs from, through the sealed
+	// egress proxy whose socket is EgressSocket (allowing the registry's
+	// host alone; the caller starts and stops it).
+	Registry     string
+	EgressSocket string
+	Limits       sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
+	Timeout      time.Duration
+	Caps         pydeps.Caps // zero: pydeps.DefaultCaps
+	RunID        string      // the container's name ("" gives one from the time)
 }
 
 // workDir is where npm ci runs inside the container.
@@ -194,14 +203,32 @@ const workDir = "/tmp/agentnode-npm"
 var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--no-fund", "--no-update-notifier",
 	"--cache", "/tmp/npm-cache", "--userconfig", "/tmp/home/.npmrc", "--globalconfig", "/tmp/npmrc", "--loglevel", "warn"}
 
+// MaxSockets bounds npm's connections to the registry, well under the
+// egress proxy's limit on concurrent connections of one sandbox (npm's
+// own default, 15 a host, is not held to through a proxy).
+const MaxSockets = 8
+
+// registryArgs replace --offline when the tarballs come from a registry:
+// that registry only, through the egress forwarder (the proxy npm is told
+// explicitly, not left to the environment), trusting the image's CA
+// bundle, without retries (a refusal by the proxy is final).
+func registryArgs(registry string) []string {
+	return []string{"--registry", registry, "--proxy", profile.EgressProxyURL, "--https-proxy", profile.EgressProxyURL,
+		"--cafile", pydeps.CABundle, "--fetch-retries", "0", "--maxsockets", strconv.Itoa(MaxSockets)}
+}
+
 // script unpacks package.json and package-lock.json from stdin, copies
-// the cache, runs npm ci (its output to stderr) and streams node_modules
-// as a tar on stdout. tar and cp are busybox's (the image links only a
-// few applets by name).
-func script() string {
-	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\n/bin/busybox tar -xf -\n" +
-		"/bin/busybox cp -R /pack /tmp/npm-cache\n" +
-		"HOME=/tmp/home " + nodeimage.NPM + " " + strings.Join(NPMArgs, " ") + " 1>&2\n" +
+// the cache (from a registry: starts an empty one), runs npm ci (its
+// output to stderr) and streams node_modules as a tar on stdout. tar and
+// cp are busybox's (the image links only a few applets by name).
+func (in *Installer) script() string {
+	args, fill := NPMArgs, "/bin/busybox cp -R /pack /tmp/npm-cache\n"
+	if in.Registry != "" {
+		args = append(slices.DeleteFunc(slices.Clone(NPMArgs), func(a string) bool { return a == "--offline" }), registryArgs(in.Registry)...)
+		fill = "mkdir -p /tmp/npm-cache\n"
+	}
+	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\n/bin/busybox tar -xf -\n" + fill +
+		"HOME=/tmp/home " + nodeimage.NPM + " " + strings.Join(args, " ") + " 1>&2\n" +
 		"cd " + ModulesDir + "\nexec /bin/busybox tar -cf - .\n"
 }
 
@@ -218,8 +245,13 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	if _, err := os.Lstat(filepath.Join(content, python.DepsDir)); err == nil {
 		return nil, fmt.Errorf("%w: the package has a %s of its own: agentnode installs the npm tree there", ErrLock, python.DepsDir)
 	}
-	if err := checkCache(in.Cache); err != nil {
-		return nil, err
+	if in.Registry != "" && (in.Cache != "" || in.EgressSocket == "") {
+		return nil, errors.New("npmdeps: a registry needs the egress socket and no cache")
+	}
+	if in.Registry == "" {
+		if err := checkCache(in.Cache); err != nil {
+			return nil, err
+		}
 	}
 	stdin, lock, err := lockTar(content)
 	if err != nil {
@@ -237,8 +269,10 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	if err := os.Chmod(cache, 0o755); err != nil {
 		return nil, err
 	}
-	if err := selectCache(in.Cache, cache, lock, caps.TotalBytes); err != nil {
-		return nil, err
+	if in.Registry == "" {
+		if err := selectCache(in.Cache, cache, lock, caps.TotalBytes); err != nil {
+			return nil, err
+		}
 	}
 	modules := filepath.Join(content, python.DepsDir, ModulesDir)
 	if err := os.MkdirAll(modules, 0o700); err != nil {
@@ -269,9 +303,10 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
 			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: cache,
-			Args:   []string{"/bin/sh", "-c", script()},
+			Args:   []string{"/bin/sh", "-c", in.script()},
 			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
-			Limits: limits, Timeout: in.Timeout, Network: false,
+			Limits: limits, Timeout: in.Timeout, Network: false, // a registry through EgressSocket only
+			EgressSocket: in.EgressSocket,
 		},
 		Stdin: stdin, Stdout: pw, Stderr: stderr,
 	})
