@@ -69,7 +69,7 @@ func installNPM(ctx context.Context, dir string, src depsSource, content string,
 	return withEgress(ctx, dir, cfg, *host, box.backend, m, src.npmReg.Host, // pydeps.go
 		fmt.Sprintf("installing the npm tree of %s from %s", m.PackageID, src.npmReg.URL),
 		func(ctx context.Context, socket string) ([]string, error) {
-			in.Registry, in.EgressSocket = src.npmReg.URL, socket
+			in.Registry, in.EgressSocket, in.CertPEM = src.npmReg.URL, socket, src.npmReg.CertPEM
 			return in.Install(ctx, content, m)
 		})
 }

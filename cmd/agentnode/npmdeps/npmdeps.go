@@ -188,10 +188,14 @@ type Installer struct {
 	// host alone; the caller starts and stops it).
 	Registry     string
 	EgressSocket string
-	Limits       sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
-	Timeout      time.Duration
-	Caps         pydeps.Caps // zero: pydeps.DefaultCaps
-	RunID        string      // the container's name ("" gives one from the time)
+	// CertPEM, when set, are the only certificates trusted for the
+	// registry's TLS (pydeps.ReadCert: --npm-cert); else the installer
+	// image's CA bundle.
+	CertPEM []byte
+	Limits  sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
+	Timeout time.Duration
+	Caps    pydeps.Caps // zero: pydeps.DefaultCaps
+	RunID   string      // the container's name ("" gives one from the time)
 }
 
 // workDir is where npm ci runs inside the container.
@@ -203,32 +207,54 @@ const workDir = "/tmp/agentnode-npm"
 var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--no-fund", "--no-update-notifier",
 	"--cache", "/tmp/npm-cache", "--userconfig", "/tmp/home/.npmrc", "--globalconfig", "/tmp/npmrc", "--loglevel", "warn"}
 
-// MaxSockets bounds npm's connections to the registry, well under the
-// egress proxy's limit on concurrent connections of one sandbox (npm's
-// own default, 15 a host, is not held to through a proxy).
-const MaxSockets = 8
+// MaxTunnels bounds npm's connections to the registry at once. npm 9
+// (Debian's, in the installer image) reaches a registry behind a proxy
+// through https-proxy-agent 5 on agent-base 6, which pools nothing and
+// ignores maxsockets: every request opens a CONNECT tunnel of its own,
+// closed after its answer, and npm ci fetches every tarball of the lock
+// at once, so a tree of 99 packages opens some 99 tunnels together, over
+// the egress proxy's limit (64) on one sandbox's concurrent connections.
+// npm is therefore pointed at a second forwarder (queueAddr) that forwards
+// at most MaxTunnels of them at once and lets the others wait, unaccepted;
+// the proxy's limit stays what it is.
+const MaxTunnels = 16
+
+// queueAddr is where that forwarder listens inside the container, beside
+// the sandbox's own (profile.EgressListenAddr), to the same egress socket.
+const queueAddr = "127.0.0.1:3129"
+
+// registryCertName is --npm-cert's copy in the directory mounted at /pack.
+const registryCertName = "npm-registry-ca.pem"
 
 // registryArgs replace --offline when the tarballs come from a registry:
-// that registry only, through the egress forwarder (the proxy npm is told
-// explicitly, not left to the environment), trusting the image's CA
-// bundle, without retries (a refusal by the proxy is final).
-func registryArgs(registry string) []string {
-	return []string{"--registry", registry, "--proxy", profile.EgressProxyURL, "--https-proxy", profile.EgressProxyURL,
-		"--cafile", pydeps.CABundle, "--fetch-retries", "0", "--maxsockets", strconv.Itoa(MaxSockets)}
+// that registry only, through the queueing forwarder (the proxy npm is
+// told explicitly, not left to the environment), trusting the image's CA
+// bundle or --npm-cert's certificates alone, without retries (a refusal by
+// the proxy is final).
+func (in *Installer) registryArgs() []string {
+	ca := pydeps.CABundle
+	if len(in.CertPEM) > 0 {
+		ca = "/pack/" + registryCertName
+	}
+	return []string{"--registry", in.Registry, "--proxy", "http://" + queueAddr, "--https-proxy", "http://" + queueAddr,
+		"--cafile", ca, "--fetch-retries", "0"}
 }
 
 // script unpacks package.json and package-lock.json from stdin, copies
-// the cache (from a registry: starts an empty one), runs npm ci (its
-// output to stderr) and streams node_modules as a tar on stdout. tar and
-// cp are busybox's (the image links only a few applets by name).
+// the cache (from a registry: starts an empty one and runs npm behind the
+// queueing forwarder), runs npm ci (its output to stderr) and streams
+// node_modules as a tar on stdout. tar and cp are busybox's (the image
+// links only a few applets by name).
 func (in *Installer) script() string {
-	args, fill := NPMArgs, "/bin/busybox cp -R /pack /tmp/npm-cache\n"
+	args, fill, wrap := NPMArgs, "/bin/busybox cp -R /pack /tmp/npm-cache\n", ""
 	if in.Registry != "" {
-		args = append(slices.DeleteFunc(slices.Clone(NPMArgs), func(a string) bool { return a == "--offline" }), registryArgs(in.Registry)...)
+		args = append(slices.DeleteFunc(slices.Clone(NPMArgs), func(a string) bool { return a == "--offline" }), in.registryArgs()...)
 		fill = "mkdir -p /tmp/npm-cache\n"
+		wrap = profile.EgressForwarderPath + " -listen " + queueAddr + " -socket " + profile.EgressSocketPath +
+			" -max-active " + strconv.Itoa(MaxTunnels) + " -- "
 	}
 	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\n/bin/busybox tar -xf -\n" + fill +
-		"HOME=/tmp/home " + nodeimage.NPM + " " + strings.Join(args, " ") + " 1>&2\n" +
+		"HOME=/tmp/home " + wrap + nodeimage.NPM + " " + strings.Join(args, " ") + " 1>&2\n" +
 		"cd " + ModulesDir + "\nexec /bin/busybox tar -cf - .\n"
 }
 
@@ -271,6 +297,10 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	}
 	if in.Registry == "" {
 		if err := selectCache(in.Cache, cache, lock, caps.TotalBytes); err != nil {
+			return nil, err
+		}
+	} else if len(in.CertPEM) > 0 {
+		if err := os.WriteFile(filepath.Join(cache, registryCertName), in.CertPEM, 0o644); err != nil {
 			return nil, err
 		}
 	}

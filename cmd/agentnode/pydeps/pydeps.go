@@ -365,10 +365,14 @@ var indexPathRE = regexp.MustCompile(`^/[A-Za-z0-9._~/%-]*$`)
 // ReadIndexCert reads --index-cert: a PEM file of at most
 // MaxIndexCertBytes holding one or more X.509 certificates and nothing
 // else. It returns them PEM-encoded again (only the certificates).
-func ReadIndexCert(name string) ([]byte, error) {
+func ReadIndexCert(name string) ([]byte, error) { return ReadCert("--index-cert", name) }
+
+// ReadCert is ReadIndexCert for the file a command-line flag names
+// (--index-cert, --npm-cert): the flag names the problems.
+func ReadCert(flag, name string) ([]byte, error) {
 	data, err := bounded.ReadFile(name, MaxIndexCertBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --index-cert: %w", ErrDependencies, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrDependencies, flag, err)
 	}
 	var out bytes.Buffer
 	for n := 1; ; n++ {
@@ -378,20 +382,20 @@ func ReadIndexCert(name string) ([]byte, error) {
 			break
 		}
 		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("%w: --index-cert %s: PEM block %d is %q, not a CERTIFICATE", ErrDependencies, name, n, b.Type)
+			return nil, fmt.Errorf("%w: %s %s: PEM block %d is %q, not a CERTIFICATE", ErrDependencies, flag, name, n, b.Type)
 		}
 		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return nil, fmt.Errorf("%w: --index-cert %s: certificate %d: %w", ErrDependencies, name, n, err)
+			return nil, fmt.Errorf("%w: %s %s: certificate %d: %w", ErrDependencies, flag, name, n, err)
 		}
 		if err := pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes}); err != nil {
 			return nil, err
 		}
 	}
 	if out.Len() == 0 {
-		return nil, fmt.Errorf("%w: --index-cert %s: no PEM certificate", ErrDependencies, name)
+		return nil, fmt.Errorf("%w: %s %s: no PEM certificate", ErrDependencies, flag, name)
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
-		return nil, fmt.Errorf("%w: --index-cert %s: not PEM after the certificates", ErrDependencies, name)
+		return nil, fmt.Errorf("%w: %s %s: not PEM after the certificates", ErrDependencies, flag, name)
 	}
 	return out.Bytes(), nil
 }
