@@ -213,7 +213,9 @@ var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--n
 // ignores maxsockets: every request opens a CONNECT tunnel of its own,
 // closed after its answer, and npm ci fetches every tarball of the lock
 // at once, so a tree of 99 packages opens some 99 tunnels together, over
-// the egress proxy's limit (64) on one sandbox's concurrent connections.
+// the egress proxy's limit (64) on one sandbox's concurrent connections
+// (measured from the proxy's audit: 99 tunnels for 99 tarballs, each
+// closed by both ends within a second; none idle, none reused).
 // npm is therefore pointed at a second forwarder (queueAddr) that forwards
 // at most MaxTunnels of them at once and lets the others wait, unaccepted;
 // the proxy's limit stays what it is.
