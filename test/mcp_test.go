@@ -73,6 +73,18 @@ func (e *mcpEnv) cli(t testing.TB, args ...string) []byte {
 // auditRecords returns the audit records whose request_id is id.
 func (e *mcpEnv) auditRecords(t testing.TB, id string) []map[string]any {
 	t.Helper()
+	var out []map[string]any
+	for _, r := range e.allAuditRecords(t) {
+		if r["request_id"] == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// allAuditRecords returns every record of the audit log, in order.
+func (e *mcpEnv) allAuditRecords(t testing.TB) []map[string]any {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(e.home(), "audit", "audit.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +96,7 @@ func (e *mcpEnv) auditRecords(t testing.TB, id string) []map[string]any {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
-		if r["request_id"] == id {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -269,8 +272,79 @@ func TestNPMInstallFromCache(t *testing.T) {
 	if bareRes.DepsHash != res.DepsHash {
 		t.Fatalf("without resolved URLs the tree is %s, with them %s", bareRes.DepsHash, res.DepsHash)
 	}
-	t.Logf("installed %d npm packages, %s (the same with %d resolved URLs removed); sandboxed and direct agree; tampered tree refused: %s",
-		len(res.Dependencies), res.DepsHash, stripped, strings.TrimSpace(string(rout)))
+
+	// From the npm registry instead, through the sealed egress proxy
+	// allowing its host alone: the same tree, one audited tunnel per
+	// tarball, never more than npmdeps.MaxTunnels at once, none refused.
+	e.installFails(t, []string{"--npm-cache and --npm-registry exclude each other"}, pkg, "--npm-cache", cache, "--npm-registry", "https://registry.npmjs.org/")
+	e.installFails(t, []string{"--npm-registry", "http is refused"}, pkg, "--npm-registry", "http://registry.npmjs.org/")
+	e.installFails(t, []string{"--npm-cert needs --npm-registry"}, pkg, "--npm-cache", cache, "--npm-cert", "/etc/ssl/certs/ca-certificates.crt")
+	e.cli(t, "remove", "memory-mcp")
+	seq := lastAuditSeq(t, e)
+	install, regOut := registryInstaller(t, e, pkg)
+	if regOut == nil {
+		seq = lastAuditSeq(t, e)
+		regOut, _ = install(t, pkg)
+	}
+	var regRes struct {
+		DepsHash string `json:"deps_hash"`
+	}
+	if err := json.Unmarshal(regOut, &regRes); err != nil {
+		t.Fatal(err)
+	}
+	if regRes.DepsHash != res.DepsHash {
+		t.Fatalf("from the registry the tree is %s, from the cache %s", regRes.DepsHash, res.DepsHash)
+	}
+	tun := egressTunnels(t, e, seq)
+	tarballs := 0
+	for name, p := range pinned.Packages {
+		if name != "" && p.Integrity != "" {
+			tarballs++
+		}
+	}
+	if tun.allowed < tarballs || tun.closed != tun.allowed || len(tun.denied) > 0 || tun.maxOpen > npmMaxTunnels || tun.otherHosts > 0 {
+		t.Fatalf("the registry install's egress: %+v (want at least %d tunnels to registry.npmjs.org:443, each closed, at most %d open at once, none refused)",
+			tun, tarballs, npmMaxTunnels)
+	}
+	auditOut := string(e.cli(t, "audit", "-n", "400", "--json"))
+	if !regexp.MustCompile(`"event":"egress","request_id":"[0-9a-f]+","package":"memory-mcp".*"placement":"sandbox","backend":"libcontainer","decision":"allow","code":"","reason":"registry\.npmjs\.org:443: allowlisted host`).MatchString(auditOut) {
+		t.Fatalf("no egress record of registry.npmjs.org:443 in the audit:\n%s", auditOut)
+	}
+
+	// A lock with one tarball on another host: refused by the proxy,
+	// named in the error, nothing installed.
+	e.cli(t, "remove", "memory-mcp")
+	elsewhere := filepath.Join(e.dir, "memory-mcp-elsewhere")
+	if err := exec.Command("cp", "-R", pkg, elsewhere).Run(); err != nil {
+		t.Fatal(err)
+	}
+	lockData, err = os.ReadFile(filepath.Join(pkg, "package-lock.json"))
+	if err == nil {
+		err = json.Unmarshal(lockData, &lock)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	zod := lock["packages"].(map[string]any)["node_modules/zod"].(map[string]any)
+	zod["resolved"] = strings.Replace(zod["resolved"].(string), "https://registry.npmjs.org/", "https://registry.yarnpkg.com/", 1)
+	lockData, _ = json.MarshalIndent(lock, "", "  ")
+	if err := os.WriteFile(filepath.Join(elsewhere, "package-lock.json"), lockData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	seq = lastAuditSeq(t, e)
+	out, err = install(t, elsewhere, "fail")
+	if !strings.Contains(string(out), "refused: registry.yarnpkg.com:443: host not in the allowlist") || !strings.Contains(string(out), "nothing was installed") {
+		t.Fatalf("a tarball on another host: %v\n%s", err, out)
+	}
+	if got := e.cli(t, "list", "--json"); strings.Contains(string(got), "memory-mcp") {
+		t.Fatalf("memory-mcp installed after a refusal: %s", got)
+	}
+	if d := egressTunnels(t, e, seq).denied; len(d) != 1 || !strings.Contains(d[0], "registry.yarnpkg.com:443: host not in the allowlist") {
+		t.Fatalf("the refusal's audit: %q", d)
+	}
+
+	t.Logf("installed %d npm packages, %s (the same with %d resolved URLs removed, and from the registry: %d tunnels, at most %d open at once, %d bytes in); sandboxed and direct agree; tampered tree refused: %s",
+		len(res.Dependencies), res.DepsHash, stripped, tun.allowed, tun.maxOpen, tun.bytesIn, strings.TrimSpace(string(rout)))
 }
 
 // installedContent is the store's copy of package id.
@@ -281,4 +355,143 @@ func installedContent(t testing.TB, e *mcpEnv, id string) string {
 		t.Fatalf("no installed %s: %v", id, err)
 	}
 	return dir
+}
+
+// npmMaxTunnels is npmdeps.MaxTunnels (the test module does not import
+// cmd/): the most tunnels npm may hold open at once.
+const npmMaxTunnels = 16
+
+// registryInstaller returns how this machine installs pkg from
+// https://registry.npmjs.org: with the release agentnode, whose proxy
+// refuses a registry name resolving to a non-public address. Behind a
+// TLS-intercepting egress (CI sandboxes) the name resolves to such an
+// address and the certificate comes from a CA only the host's bundle
+// holds: the release install's refusal, naming the addresses, is checked,
+// and installs then run the egresstest agentnode, whose proxy permits
+// those addresses alone (AGENTNODE_EGRESSTEST_PERMIT), with --npm-cert
+// naming the host's bundle. The returned function runs the install with
+// --json; with want "fail" it returns the output of a run that must exit 2.
+// The output is the release build's, when it installed pkg.
+func registryInstaller(t *testing.T, e *mcpEnv, pkg string) (func(t *testing.T, dir string, want ...string) ([]byte, error), []byte) {
+	t.Helper()
+	// run returns stdout (the JSON answer) of a run that succeeded, and
+	// stdout and stderr of one that failed.
+	run := func(cmd *exec.Cmd, t *testing.T, want []string) ([]byte, error) {
+		t.Helper()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			out = append(out, stderr.Bytes()...)
+		}
+		if len(want) > 0 {
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+				t.Fatalf("%v: %v, want exit 2\n%s", cmd.Args, err, out)
+			}
+			return out, err
+		}
+		if err != nil {
+			unreachable := regexp.MustCompile(`cannot resolve|cannot connect|ENOTFOUND|ECONNREFUSED|ETIMEDOUT`)
+			if unreachable.Match(out) {
+				t.Fatalf("the npm registry cannot be reached from this machine through the egress proxy: %v\n%s", err, out)
+			}
+			t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+		}
+		return out, err
+	}
+	args := func(dir string, extra ...string) []string {
+		return append([]string{"install", dir, "--npm-registry", "https://registry.npmjs.org", "--json"}, extra...)
+	}
+	cmd := e.command(args(pkg)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		out = append(out, stderr.Bytes()...)
+	}
+	nonPublic := regexp.MustCompile(`registry\.npmjs\.org:443: resolves to a non-public address: ([0-9a-f.:]+) is not public`).FindAllSubmatch(out, -1)
+	if err == nil || len(nonPublic) == 0 {
+		if err != nil {
+			run(e.command(args(pkg)...), t, nil) // fails with its output
+		}
+		return func(t *testing.T, dir string, want ...string) ([]byte, error) {
+			return run(e.command(args(dir)...), t, want)
+		}, out
+	}
+	if strings.Contains(string(out), "allowlisted host") || !strings.Contains(string(out), "nothing was installed") {
+		t.Fatalf("the release proxy's refusal of a non-public address: %s", out)
+	}
+	permit := map[string]bool{}
+	for _, m := range nonPublic {
+		permit[string(m[1])] = true
+	}
+	var addrs []string
+	for a := range permit {
+		addrs = append(addrs, a)
+	}
+	t.Logf("registry.npmjs.org resolves to %v here (not public: refused by the release proxy); installing with the egresstest proxy permitting them and --npm-cert %s", addrs, hostCABundle)
+	return func(t *testing.T, dir string, want ...string) ([]byte, error) {
+		cmd := exec.Command(filepath.Join(extraDir, "egresstest", "agentnode"), args(dir, "--npm-cert", hostCABundle)...)
+		cmd.Env = append(slices.Clone(e.env), "AGENTNODE_EGRESSTEST_PERMIT="+strings.Join(addrs, ","))
+		cmd.Dir = e.dir
+		return run(cmd, t, want)
+	}, nil
+}
+
+// hostCABundle is the host's certificate bundle (Debian's path).
+const hostCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// lastAuditSeq is the seq of the last audit record.
+func lastAuditSeq(t testing.TB, e *mcpEnv) float64 {
+	t.Helper()
+	var last float64
+	for _, r := range e.allAuditRecords(t) {
+		last = max(last, r["seq"].(float64))
+	}
+	return last
+}
+
+// tunnels sums a registry install's egress records.
+type tunnels struct {
+	allowed, closed, maxOpen, otherHosts int
+	bytesIn                              int64
+	denied                               []string
+}
+
+// egressTunnels reads the egress records of memory-mcp after seq, in
+// order: tunnels allowed to registry.npmjs.org:443 and closed, the most
+// open at once as the proxy reported them (each allow is recorded before
+// the proxy dials, each close after the tunnel ended), the bytes received,
+// and the refusals.
+func egressTunnels(t testing.TB, e *mcpEnv, seq float64) tunnels {
+	t.Helper()
+	var tun tunnels
+	open := 0
+	in := regexp.MustCompile(`; \d+ bytes out, (\d+) bytes in`)
+	for _, r := range e.allAuditRecords(t) {
+		if r["seq"].(float64) <= seq || r["package"] != "memory-mcp" {
+			continue
+		}
+		why, _ := r["reason"].(string)
+		switch {
+		case r["event"] == "egress" && r["decision"] == "deny":
+			tun.denied = append(tun.denied, why)
+		case !strings.HasPrefix(why, "registry.npmjs.org:443: "):
+			if r["event"] == "egress" || r["event"] == "egress_closed" {
+				tun.otherHosts++
+			}
+		case r["event"] == "egress":
+			tun.allowed++
+			open++
+			tun.maxOpen = max(tun.maxOpen, open)
+		case r["event"] == "egress_closed":
+			tun.closed++
+			open--
+			if m := in.FindStringSubmatch(why); m != nil {
+				n, _ := strconv.ParseInt(m[1], 10, 64)
+				tun.bytesIn += n
+			}
+		}
+	}
+	return tun
 }

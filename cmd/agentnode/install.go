@@ -56,6 +56,8 @@ func newInstallCmd() *cobra.Command {
 		indexURL     string
 		indexCert    string
 		npmCache     string
+		npmRegistry  string
+		npmCert      string
 	)
 	cmd := &cobra.Command{
 		Use:   "install PATH|ARCHIVE",
@@ -75,7 +77,9 @@ func newInstallCmd() *cobra.Command {
 			"--index-cert names. A requirement no wheel there satisfies refuses the install (specs/python.md).\n\n" +
 			"An mcp_server package pinned to an npm package (mcp_server.install.manager npm) that ships a\n" +
 			"package.json and package-lock.json but no node_modules gets its locked tree installed into its .deps\n" +
-			"by `npm ci --ignore-scripts` inside the sandbox, offline from the npm cache --npm-cache names; a\n" +
+			"by `npm ci --ignore-scripts` inside the sandbox, offline from the npm cache --npm-cache names or from\n" +
+			"the registry --npm-registry names through the sealed egress proxy allowing its host alone (its TLS\n" +
+			"trusting the installer image's CA bundle, or only the certificates --npm-cert names); a\n" +
 			"missing lock, an entry without integrity, a root not depending on the pinned version, or a package\n" +
 			"needing an install script refuses the install (specs/mcp.md).",
 		Args: cobra.ExactArgs(1),
@@ -105,6 +109,23 @@ func newInstallCmd() *cobra.Command {
 			if npmCache != "" {
 				if depsSrc.npmCache, err = filepath.Abs(npmCache); err != nil {
 					return fail(cmd, jsonOut, usageError("--npm-cache: %w", err))
+				}
+			}
+			switch {
+			case npmCache != "" && npmRegistry != "":
+				return fail(cmd, jsonOut, usageError("--npm-cache and --npm-registry exclude each other: give one source of the npm tree"))
+			case npmCert != "" && npmRegistry == "":
+				return fail(cmd, jsonOut, usageError("--npm-cert needs --npm-registry"))
+			case npmRegistry != "":
+				u, h, err := pydeps.ParseHTTPSURL("--npm-registry", npmRegistry)
+				if err != nil {
+					return fail(cmd, jsonOut, usageError("%w", err))
+				}
+				depsSrc.npmReg = &pydeps.Index{URL: u, Host: h}
+				if npmCert != "" {
+					if depsSrc.npmReg.CertPEM, err = pydeps.ReadCert("--npm-cert", npmCert); err != nil {
+						return fail(cmd, jsonOut, usageError("%w", err))
+					}
 				}
 			}
 			switch {
@@ -164,6 +185,8 @@ func newInstallCmd() *cobra.Command {
 	cmd.Flags().StringVar(&indexURL, "index-url", "", "package index `URL` (https, PEP 503) to install the dependencies from instead, through the sealed egress proxy allowing its host only")
 	cmd.Flags().StringVar(&indexCert, "index-cert", "", "PEM `FILE` of the only certificates trusted for --index-url's TLS (default: the installer image's CA bundle)")
 	cmd.Flags().StringVar(&npmCache, "npm-cache", "", "npm cache `DIR` to install an npm MCP server's locked tree from, offline, inside the sandbox")
+	cmd.Flags().StringVar(&npmRegistry, "npm-registry", "", "npm registry `URL` (https) to download an npm MCP server's locked tree from instead, through the sealed egress proxy allowing its host only")
+	cmd.Flags().StringVar(&npmCert, "npm-cert", "", "PEM `FILE` of the only certificates trusted for --npm-registry's TLS (default: the installer image's CA bundle)")
 	cmd.Flags().StringVar(&pin, "sha256", "", "pin: the archive file's SHA-256 `HEX` (for a directory, its content hash); refused before unpacking on a mismatch")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd

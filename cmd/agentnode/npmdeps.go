@@ -35,15 +35,17 @@ func buildNodeInstaller(cmd *cobra.Command, jsonOut bool, busybox string) error 
 }
 
 // installNPM installs the locked npm tree of an mcp_server package
-// (npmdeps.Needed) from the npm cache directory cache, offline, with npm
-// ci in the configured sandbox backend on sandbox.node_installer_image
-// (cmd/agentnode/npmdeps).
-func installNPM(ctx context.Context, dir, cache, content string, m *manifest.Manifest, host **pluginhost.Host) ([]string, error) {
+// (npmdeps.Needed) with npm ci in the configured sandbox backend on
+// sandbox.node_installer_image (cmd/agentnode/npmdeps): offline from the
+// npm cache directory --npm-cache names, or from the registry
+// --npm-registry names through a sealed egress proxy allowing its host
+// alone.
+func installNPM(ctx context.Context, dir string, src depsSource, content string, m *manifest.Manifest, host **pluginhost.Host) ([]string, error) {
 	if _, err := npmdeps.Check(content, m.MCP.Install); err != nil {
 		return nil, err
 	}
-	if cache == "" {
-		return nil, fmt.Errorf("%w: %s has no node_modules and a %s: give the npm cache its packages are installed from with --npm-cache DIR",
+	if src.npmCache == "" && src.npmReg == nil {
+		return nil, fmt.Errorf("%w: %s has no node_modules and a %s: give the npm cache its packages are installed from with --npm-cache DIR, or the registry with --npm-registry URL",
 			npmdeps.ErrLock, m.PackageID, npmdeps.LockFile)
 	}
 	cfg, err := config.Load(home.ConfigPath(dir))
@@ -59,7 +61,15 @@ func installNPM(ctx context.Context, dir, cache, content string, m *manifest.Man
 	if err != nil {
 		return nil, err
 	}
-	in := &npmdeps.Installer{Sandbox: box.client, Backend: box.backend, Image: box.img, Cache: cache,
+	in := &npmdeps.Installer{Sandbox: box.client, Backend: box.backend, Image: box.img, Cache: src.npmCache,
 		Limits: box.limits, Timeout: box.timeout, RunID: fmt.Sprintf("an-npm-%d", time.Now().UnixNano())}
-	return in.Install(ctx, content, m)
+	if src.npmReg == nil {
+		return in.Install(ctx, content, m)
+	}
+	return withEgress(ctx, dir, cfg, *host, box.backend, m, src.npmReg.Host, // pydeps.go
+		fmt.Sprintf("installing the npm tree of %s from %s", m.PackageID, src.npmReg.URL),
+		func(ctx context.Context, socket string) ([]string, error) {
+			in.Registry, in.EgressSocket, in.CertPEM = src.npmReg.URL, socket, src.npmReg.CertPEM
+			return in.Install(ctx, content, m)
+		})
 }

@@ -36,6 +36,7 @@ type depsSource struct {
 	wheelhouse string
 	index      *pydeps.Index // URL, Host, CertPEM; the socket is set per install
 	npmCache   string        // --npm-cache: an npm cache directory (npmdeps)
+	npmReg     *pydeps.Index // --npm-registry: URL and Host (npmdeps, through sealed egress)
 }
 
 // depsInstaller is the store's InstallOptions.Deps for `agentnode install`:
@@ -58,7 +59,7 @@ func depsInstaller(ctx context.Context, dir string, src depsSource) (func(string
 	}
 	return func(content string, m *manifest.Manifest) ([]string, error) {
 		if npmdeps.Needed(content, m) {
-			return installNPM(ctx, dir, src.npmCache, content, m, &host) // npmdeps.go
+			return installNPM(ctx, dir, src, content, m, &host) // npmdeps.go
 		}
 		reqs, err := pydeps.Requirements(content, m)
 		if err != nil || len(reqs) == 0 {
@@ -134,30 +135,41 @@ func installSandbox(ctx context.Context, dir string, cfg *config.Config, ref str
 	return &installBox{client: client, backend: backend, img: img, limits: limits, timeout: timeout}, nil
 }
 
-// installFromIndex runs in.Install from idx with a sealed egress proxy
-// allowing idx.Host alone; the proxy's events are audited as the
-// package's (event egress, placement sandbox). A proxy that fails while
-// pip runs stops the install; one whose teardown is not verified fails it.
+// installFromIndex installs the Python dependencies from the index idx
+// through a sealed egress proxy allowing its host alone (withEgress).
 func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host *pluginhost.Host, in *pydeps.Installer,
 	idx pydeps.Index, m *manifest.Manifest, content string, reqs []string) ([]string, error) {
-	domains := []string{idx.Host}
+	return withEgress(ctx, dir, cfg, host, in.Backend, m, idx.Host,
+		fmt.Sprintf("installing the dependencies of %s from %s", m.PackageID, idx.URL),
+		func(ctx context.Context, socket string) ([]string, error) {
+			idx.EgressSocket = socket
+			in.Index = &idx
+			return in.Install(ctx, content, reqs)
+		})
+}
+
+// withEgress runs install with the socket of a sealed egress proxy that
+// allows allow:443 alone (executor/egress, each connection audited as the
+// package's, egress.OpenAudit) and stops the proxy after it; the install
+// is cancelled if the proxy fails, and a teardown it cannot verify fails
+// the install. A refusal by the proxy is named in install's error.
+func withEgress(ctx context.Context, dir string, cfg *config.Config, host *pluginhost.Host, backend string, m *manifest.Manifest,
+	allow, what string, install func(ctx context.Context, socket string) ([]string, error)) ([]string, error) {
+	domains := []string{allow}
 	a, err := egress.OpenAudit(plan.EgressAudit{
 		AuditDir: home.AuditDir(dir),
 		Audit: audit.Options{MaxSizeBytes: cfg.Audit.MaxSizeMB << 20, MaxFiles: int(cfg.Audit.MaxFiles),
 			Anchor: audit.HomeAnchor(home.AuditAnchorPath(dir))},
 		Base: audit.Record{Package: m.PackageID, Version: m.Version, Placement: plan.PlacementSandbox,
-			Backend: in.Backend, Env: audit.Env{Root: os.Geteuid() == 0}},
+			Backend: backend, Env: audit.Env{Root: os.Geteuid() == 0}},
 	}, domains)
 	if err != nil {
 		return nil, err
 	}
-	eg, err := egress.Start(ctx, egress.Options{Plugins: host, Audit: a, Domains: domains,
-		What: fmt.Sprintf("installing the dependencies of %s from %s", m.PackageID, idx.URL)})
+	eg, err := egress.Start(ctx, egress.Options{Plugins: host, Audit: a, Domains: domains, What: what})
 	if err != nil {
 		return nil, err
 	}
-	idx.EgressSocket = eg.Socket()
-	in.Index = &idx
 	runCtx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
@@ -166,7 +178,7 @@ func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host 
 		case <-runCtx.Done():
 		}
 	}()
-	installed, err := in.Install(runCtx, content, reqs)
+	installed, err := install(runCtx, eg.Socket())
 	failedEarly := false
 	select {
 	case <-eg.Failed():
@@ -183,7 +195,7 @@ func installFromIndex(ctx context.Context, dir string, cfg *config.Config, host 
 	}
 	if err != nil {
 		if denied := eg.Denied(); len(denied) > 0 {
-			err = fmt.Errorf("%w (the egress proxy, allowing %s:443 only, refused: %s)", err, idx.Host, strings.Join(denied, "; "))
+			err = fmt.Errorf("%w (the egress proxy, allowing %s:443 only, refused: %s)", err, allow, strings.Join(denied, "; "))
 		}
 		return nil, err
 	}

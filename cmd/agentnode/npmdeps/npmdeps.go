@@ -28,7 +28,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,7 @@ import (
 	"github.com/agentnode/agentnode/kernel/reason"
 	"github.com/agentnode/agentnode/sdk/python"
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
 // ErrLock is wrapped by every refusal of the package's npm files: no
@@ -178,7 +181,17 @@ type Installer struct {
 	// (selectCache) into a private directory mounted read-only at /pack
 	// and copied to the container's /tmp for npm, which writes to its
 	// cache.
-	Cache   string
+	Cache string
+	// Registry, instead of Cache, is the npm registry's URL (https, port
+	// 443) npm ci downloads the locked tarballs from, through the sealed
+	// egress proxy whose socket is EgressSocket (allowing the registry's
+	// host alone; the caller starts and stops it).
+	Registry     string
+	EgressSocket string
+	// CertPEM, when set, are the only certificates trusted for the
+	// registry's TLS (pydeps.ReadCert: --npm-cert); else the installer
+	// image's CA bundle.
+	CertPEM []byte
 	Limits  sandbox.Limits // raised to pydeps.MinTmpBytes and MinMemoryBytes
 	Timeout time.Duration
 	Caps    pydeps.Caps // zero: pydeps.DefaultCaps
@@ -194,14 +207,56 @@ const workDir = "/tmp/agentnode-npm"
 var NPMArgs = []string{"ci", "--ignore-scripts", "--offline", "--no-audit", "--no-fund", "--no-update-notifier",
 	"--cache", "/tmp/npm-cache", "--userconfig", "/tmp/home/.npmrc", "--globalconfig", "/tmp/npmrc", "--loglevel", "warn"}
 
+// MaxTunnels bounds npm's connections to the registry at once. npm 9
+// (Debian's, in the installer image) reaches a registry behind a proxy
+// through https-proxy-agent 5 on agent-base 6, which pools nothing and
+// ignores maxsockets: every request opens a CONNECT tunnel of its own,
+// closed after its answer, and npm ci fetches every tarball of the lock
+// at once, so a tree of 99 packages opens some 99 tunnels together, over
+// the egress proxy's limit (64) on one sandbox's concurrent connections
+// (measured from the proxy's audit: 99 tunnels for 99 tarballs, each
+// closed by both ends within a second; none idle, none reused).
+// npm is therefore pointed at a second forwarder (queueAddr) that forwards
+// at most MaxTunnels of them at once and lets the others wait, unaccepted;
+// the proxy's limit stays what it is.
+const MaxTunnels = 16
+
+// queueAddr is where that forwarder listens inside the container, beside
+// the sandbox's own (profile.EgressListenAddr), to the same egress socket.
+const queueAddr = "127.0.0.1:3129"
+
+// registryCertName is --npm-cert's copy in the directory mounted at /pack.
+const registryCertName = "npm-registry-ca.pem"
+
+// registryArgs replace --offline when the tarballs come from a registry:
+// that registry only, through the queueing forwarder (the proxy npm is
+// told explicitly, not left to the environment), trusting the image's CA
+// bundle or --npm-cert's certificates alone, without retries (a refusal by
+// the proxy is final).
+func (in *Installer) registryArgs() []string {
+	ca := pydeps.CABundle
+	if len(in.CertPEM) > 0 {
+		ca = "/pack/" + registryCertName
+	}
+	return []string{"--registry", in.Registry, "--proxy", "http://" + queueAddr, "--https-proxy", "http://" + queueAddr,
+		"--cafile", ca, "--fetch-retries", "0"}
+}
+
 // script unpacks package.json and package-lock.json from stdin, copies
-// the cache, runs npm ci (its output to stderr) and streams node_modules
-// as a tar on stdout. tar and cp are busybox's (the image links only a
-// few applets by name).
-func script() string {
-	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\n/bin/busybox tar -xf -\n" +
-		"/bin/busybox cp -R /pack /tmp/npm-cache\n" +
-		"HOME=/tmp/home " + nodeimage.NPM + " " + strings.Join(NPMArgs, " ") + " 1>&2\n" +
+// the cache (from a registry: starts an empty one and runs npm behind the
+// queueing forwarder), runs npm ci (its output to stderr) and streams
+// node_modules as a tar on stdout. tar and cp are busybox's (the image
+// links only a few applets by name).
+func (in *Installer) script() string {
+	args, fill, wrap := NPMArgs, "/bin/busybox cp -R /pack /tmp/npm-cache\n", ""
+	if in.Registry != "" {
+		args = append(slices.DeleteFunc(slices.Clone(NPMArgs), func(a string) bool { return a == "--offline" }), in.registryArgs()...)
+		fill = "mkdir -p /tmp/npm-cache\n"
+		wrap = profile.EgressForwarderPath + " -listen " + queueAddr + " -socket " + profile.EgressSocketPath +
+			" -max-active " + strconv.Itoa(MaxTunnels) + " -- "
+	}
+	return "set -e\nmkdir -p " + workDir + " /tmp/home\ncd " + workDir + "\n/bin/busybox tar -xf -\n" + fill +
+		"HOME=/tmp/home " + wrap + nodeimage.NPM + " " + strings.Join(args, " ") + " 1>&2\n" +
 		"cd " + ModulesDir + "\nexec /bin/busybox tar -cf - .\n"
 }
 
@@ -218,8 +273,13 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	if _, err := os.Lstat(filepath.Join(content, python.DepsDir)); err == nil {
 		return nil, fmt.Errorf("%w: the package has a %s of its own: agentnode installs the npm tree there", ErrLock, python.DepsDir)
 	}
-	if err := checkCache(in.Cache); err != nil {
-		return nil, err
+	if in.Registry != "" && (in.Cache != "" || in.EgressSocket == "") {
+		return nil, errors.New("npmdeps: a registry needs the egress socket and no cache")
+	}
+	if in.Registry == "" {
+		if err := checkCache(in.Cache); err != nil {
+			return nil, err
+		}
 	}
 	stdin, lock, err := lockTar(content)
 	if err != nil {
@@ -237,8 +297,14 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	if err := os.Chmod(cache, 0o755); err != nil {
 		return nil, err
 	}
-	if err := selectCache(in.Cache, cache, lock, caps.TotalBytes); err != nil {
-		return nil, err
+	if in.Registry == "" {
+		if err := selectCache(in.Cache, cache, lock, caps.TotalBytes); err != nil {
+			return nil, err
+		}
+	} else if len(in.CertPEM) > 0 {
+		if err := os.WriteFile(filepath.Join(cache, registryCertName), in.CertPEM, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	modules := filepath.Join(content, python.DepsDir, ModulesDir)
 	if err := os.MkdirAll(modules, 0o700); err != nil {
@@ -269,9 +335,10 @@ func (in *Installer) Install(ctx context.Context, content string, m *manifest.Ma
 	resp, runErr := in.Sandbox.Run(ctx, &sandbox.RunRequest{
 		Spec: sandbox.Spec{
 			RunID: runID, Image: in.Image.Ref, ImageStore: in.Image.Store, PackageDir: cache,
-			Args:   []string{"/bin/sh", "-c", script()},
+			Args:   []string{"/bin/sh", "-c", in.script()},
 			Env:    []string{"TMPDIR=/tmp", "LC_ALL=C.UTF-8"},
-			Limits: limits, Timeout: in.Timeout, Network: false,
+			Limits: limits, Timeout: in.Timeout, Network: false, // a registry through EgressSocket only
+			EgressSocket: in.EgressSocket,
 		},
 		Stdin: stdin, Stdout: pw, Stderr: stderr,
 	})

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/nodeimage"
+	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
+	"github.com/agentnode/agentnode/sdk/sandbox/profile"
 )
 
 // realLock is the shape npm 9 writes (lockfileVersion 3) for
@@ -155,6 +158,34 @@ func TestWithResolved(t *testing.T) {
 	} {
 		if out, err := withResolved([]byte(bad)); err == nil {
 			t.Errorf("accepted a lock with a bad name or version:\n%s", out)
+		}
+	}
+}
+
+// TestRegistryScript: from a registry, npm runs online behind the
+// queueing forwarder (at most MaxTunnels connections to the egress socket
+// at once), told that proxy explicitly, with the image's bundle or
+// --npm-cert's copy; from a cache, offline and without it.
+func TestRegistryScript(t *testing.T) {
+	offline := (&Installer{Cache: "/c"}).script()
+	if !strings.Contains(offline, " --offline ") || strings.Contains(offline, profile.EgressForwarderPath) {
+		t.Errorf("cache script:\n%s", offline)
+	}
+	in := &Installer{Registry: "https://registry.npmjs.org/", EgressSocket: "/s"}
+	wrap := profile.EgressForwarderPath + " -listen 127.0.0.1:3129 -socket " + profile.EgressSocketPath + " -max-active 16 -- " + nodeimage.NPM + " ci "
+	for _, c := range []struct {
+		cert []byte
+		ca   string
+	}{{nil, pydeps.CABundle}, {[]byte("pem"), "/pack/" + registryCertName}} {
+		in.CertPEM = c.cert
+		s := in.script()
+		for _, want := range []string{wrap, " --registry https://registry.npmjs.org/ ", " --proxy http://127.0.0.1:3129 --https-proxy http://127.0.0.1:3129 ", " --cafile " + c.ca + " ", " --fetch-retries 0"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("registry script lacks %q:\n%s", want, s)
+			}
+		}
+		if strings.Contains(s, "--offline") || strings.Contains(s, "--maxsockets") {
+			t.Errorf("registry script:\n%s", s)
 		}
 	}
 }

@@ -322,36 +322,40 @@ func (in *Installer) command(reqs []string) []string {
 // special-use name, canonical), on port 443, without user information,
 // query or fragment, and with only URL-safe characters. It returns the URL
 // as pip gets it (with a trailing slash) and the host.
-func ParseIndexURL(s string) (string, string, error) {
+func ParseIndexURL(s string) (string, string, error) { return ParseHTTPSURL("--index-url", s) }
+
+// ParseHTTPSURL is ParseIndexURL for the URL a command-line flag names
+// (--index-url, --npm-registry): the flag names the problems.
+func ParseHTTPSURL(flag, s string) (string, string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: --index-url: %w", ErrDependencies, err)
+		return "", "", fmt.Errorf("%w: %s: %w", ErrDependencies, flag, err)
 	}
 	switch {
 	case u.Scheme == "http":
-		return "", "", fmt.Errorf("%w: --index-url %s: http is refused: the index is reached only through the egress proxy, which tunnels TLS (https, port 443)", ErrDependencies, s)
+		return "", "", fmt.Errorf("%w: %s %s: http is refused: it is reached only through the egress proxy, which tunnels TLS (https, port 443)", ErrDependencies, flag, s)
 	case u.Scheme != "https":
-		return "", "", fmt.Errorf("%w: --index-url %q: not an https URL", ErrDependencies, s)
+		return "", "", fmt.Errorf("%w: %s %q: not an https URL", ErrDependencies, flag, s)
 	case u.User != nil:
-		return "", "", fmt.Errorf("%w: --index-url: user information in the URL is not accepted", ErrDependencies)
+		return "", "", fmt.Errorf("%w: %s: user information in the URL is not accepted", ErrDependencies, flag)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "", "", fmt.Errorf("%w: --index-url %q: a query or fragment is not accepted", ErrDependencies, s)
+		return "", "", fmt.Errorf("%w: %s %q: a query or fragment is not accepted", ErrDependencies, flag, s)
 	case u.Opaque != "":
-		return "", "", fmt.Errorf("%w: --index-url %q: not a hierarchical URL", ErrDependencies, s)
+		return "", "", fmt.Errorf("%w: %s %q: not a hierarchical URL", ErrDependencies, flag, s)
 	}
 	if p := u.Port(); p != "" && p != "443" {
-		return "", "", fmt.Errorf("%w: --index-url %s: port %s: the egress proxy tunnels port 443 only", ErrDependencies, s, p)
+		return "", "", fmt.Errorf("%w: %s %s: port %s: the egress proxy tunnels port 443 only", ErrDependencies, flag, s, p)
 	}
 	host := u.Hostname()
 	if err := egress.ValidateDomains([]string{host}); err != nil {
-		return "", "", fmt.Errorf("%w: --index-url %s: host: %w", ErrDependencies, s, err)
+		return "", "", fmt.Errorf("%w: %s %s: host: %w", ErrDependencies, flag, s, err)
 	}
 	path := u.EscapedPath()
 	if !strings.HasSuffix(path, "/") {
 		path += "/"
 	}
 	if !indexPathRE.MatchString(path) {
-		return "", "", fmt.Errorf("%w: --index-url %q: the path may hold letters, digits and - . _ ~ / %% only", ErrDependencies, s)
+		return "", "", fmt.Errorf("%w: %s %q: the path may hold letters, digits and - . _ ~ / %% only", ErrDependencies, flag, s)
 	}
 	return "https://" + host + path, host, nil
 }
@@ -361,10 +365,14 @@ var indexPathRE = regexp.MustCompile(`^/[A-Za-z0-9._~/%-]*$`)
 // ReadIndexCert reads --index-cert: a PEM file of at most
 // MaxIndexCertBytes holding one or more X.509 certificates and nothing
 // else. It returns them PEM-encoded again (only the certificates).
-func ReadIndexCert(name string) ([]byte, error) {
+func ReadIndexCert(name string) ([]byte, error) { return ReadCert("--index-cert", name) }
+
+// ReadCert is ReadIndexCert for the file a command-line flag names
+// (--index-cert, --npm-cert): the flag names the problems.
+func ReadCert(flag, name string) ([]byte, error) {
 	data, err := bounded.ReadFile(name, MaxIndexCertBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --index-cert: %w", ErrDependencies, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrDependencies, flag, err)
 	}
 	var out bytes.Buffer
 	for n := 1; ; n++ {
@@ -374,20 +382,20 @@ func ReadIndexCert(name string) ([]byte, error) {
 			break
 		}
 		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("%w: --index-cert %s: PEM block %d is %q, not a CERTIFICATE", ErrDependencies, name, n, b.Type)
+			return nil, fmt.Errorf("%w: %s %s: PEM block %d is %q, not a CERTIFICATE", ErrDependencies, flag, name, n, b.Type)
 		}
 		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return nil, fmt.Errorf("%w: --index-cert %s: certificate %d: %w", ErrDependencies, name, n, err)
+			return nil, fmt.Errorf("%w: %s %s: certificate %d: %w", ErrDependencies, flag, name, n, err)
 		}
 		if err := pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes}); err != nil {
 			return nil, err
 		}
 	}
 	if out.Len() == 0 {
-		return nil, fmt.Errorf("%w: --index-cert %s: no PEM certificate", ErrDependencies, name)
+		return nil, fmt.Errorf("%w: %s %s: no PEM certificate", ErrDependencies, flag, name)
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
-		return nil, fmt.Errorf("%w: --index-cert %s: not PEM after the certificates", ErrDependencies, name)
+		return nil, fmt.Errorf("%w: %s %s: not PEM after the certificates", ErrDependencies, flag, name)
 	}
 	return out.Bytes(), nil
 }

@@ -16,6 +16,13 @@
 // talks to the socket directly gains nothing), and runs ARGV as its child.
 // The network namespace keeps only lo: there is no other way out.
 //
+// With -max-active N (1 to 256) it forwards at most N connections at once
+// and leaves the next ones unaccepted, in the listen backlog, until one
+// ends: a client that opens a connection per request, all at once, is
+// slowed down instead of refused (`agentnode install --npm-registry` runs
+// npm behind a second forwarder started so; cmd/agentnode/npmdeps).
+// Without it, more than 256 at once are closed.
+//
 // It is the container's pid 1: it forwards SIGTERM, SIGINT, SIGHUP,
 // SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH to the child, reaps every process
 // reparented to it (it is also a child subreaper, so this holds when it is
@@ -94,6 +101,7 @@ func run(args []string) int {
 	fl := flag.NewFlagSet("agentnode-egress-forwarder", flag.ContinueOnError)
 	listen := fl.String("listen", "", "TCP address to listen on inside the container (127.0.0.1:PORT)")
 	sock := fl.String("socket", "", "the unix socket to forward every connection to")
+	maxActive := fl.Int("max-active", 0, "forward at most `N` connections at once; later ones wait, unaccepted, until one ends (0: up to 256, more are closed)")
 	if err := fl.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -103,7 +111,10 @@ func run(args []string) int {
 		logf("-listen and -socket are required")
 		return exitUsage
 	case len(argv) == 0 || argv[0] == "":
-		logf("no command to run (usage: -listen ADDR -socket PATH -- ARGV...)")
+		logf("no command to run (usage: -listen ADDR -socket PATH [-max-active N] -- ARGV...)")
+		return exitUsage
+	case *maxActive < 0 || *maxActive > maxConns:
+		logf("-max-active %d: want 0 to %d", *maxActive, maxConns)
 		return exitUsage
 	}
 	if host, _, err := net.SplitHostPort(*listen); err != nil || !net.ParseIP(host).IsLoopback() {
@@ -126,7 +137,11 @@ func run(args []string) int {
 		logf("%v", err)
 		return exitUsage
 	}
-	go serve(l, *sock)
+	if *maxActive > 0 {
+		go serveQueued(l, *sock, *maxActive)
+	} else {
+		go serve(l, *sock)
+	}
 
 	path, err := lookPath(argv[0])
 	if err != nil {
@@ -232,6 +247,33 @@ func serve(l net.Listener, sock string) {
 			logf("more than %d connections at once; closing one", maxConns)
 			c.Close()
 		}
+	}
+}
+
+// serveQueued is serve for a client that opens more connections at once
+// than it should, each for one exchange (npm 9 behind a proxy opens a
+// tunnel for every tarball, all at once, pooling none): it forwards at
+// most n at once and accepts the next only when one has ended, so the
+// others wait in the listen backlog (no descriptor of this process, and
+// the client sees a slow proxy, not a refusal). The host proxy's own cap
+// on concurrent connections then holds it back no more.
+func serveQueued(l net.Listener, sock string, n int) {
+	sem := make(chan struct{}, n)
+	for {
+		sem <- struct{}{}
+		c, err := l.Accept()
+		if err != nil {
+			<-sem
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		go func() {
+			defer func() { <-sem }()
+			forward(c, sock)
+		}()
 	}
 }
 

@@ -376,3 +376,71 @@ func state(pid int) string {
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return f[0]
 }
+
+// TestMaxActiveQueues: with -max-active 3 (serveQueued), a client that
+// opens 10 connections at once has 3 forwarded; the 4th reaches the socket
+// only when one of them ended, and none is refused: all 10 are answered.
+func TestMaxActiveQueues(t *testing.T) {
+	srv := newEchoServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	const n, total = 3, 10
+	go serveQueued(l, srv.path, n)
+
+	conns := make([]net.Conn, total)
+	for i := range conns {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatalf("connection %d: %v (a queued connection must not be refused)", i, err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	greeting := make([]byte, len("hello from the host\n"))
+	for i := 0; i < n; i++ {
+		if _, err := io.ReadFull(conns[i], greeting); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+	}
+	// The others wait in the backlog: the server sees no 4th connection
+	// while the first 3 are open.
+	time.Sleep(300 * time.Millisecond)
+	if got := srv.conns.Load(); got != n {
+		t.Fatalf("the server saw %d connections with %d open, want %d", got, n, n)
+	}
+	// Each one ended lets the next one through, until all are answered.
+	for i := 0; i < total; i++ {
+		if i >= n {
+			if _, err := io.ReadFull(conns[i], greeting); err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+		}
+		if got := srv.conns.Load(); got > int64(i+n) {
+			t.Fatalf("the server saw %d connections with %d ended, at most %d forwarded at once", got, i, n)
+		}
+		conns[i].Close()
+	}
+	if got := srv.conns.Load(); got != total {
+		t.Fatalf("the server saw %d connections, want %d", got, total)
+	}
+}
+
+// TestMaxActiveRange: -max-active outside 0..256 does not start.
+func TestMaxActiveRange(t *testing.T) {
+	for _, v := range []string{"-1", "257"} {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(self, "-listen", freePort(t), "-socket", "/nonexistent", "-max-active", v, "--", "/bin/true")
+		cmd.Env = append(os.Environ(), asEnv+"=forwarder")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if code := exitCode(t, cmd.Run()); code != exitUsage || !strings.Contains(errb.String(), "-max-active "+v) {
+			t.Errorf("-max-active %s: exit %d, stderr %q", v, code, errb.String())
+		}
+	}
+}
