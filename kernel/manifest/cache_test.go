@@ -1,9 +1,12 @@
 package manifest
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentnode/agentnode/kernel/validcache"
@@ -57,5 +60,53 @@ func TestLoadCachedSkipsOnlyTheSchemaPart(t *testing.T) {
 	}
 	if _, err := Load(dir); err == nil {
 		t.Fatal("Load consulted a cache")
+	}
+}
+
+// The verdict keeps the manifest's conversion to JSON, and LoadCached
+// decodes that instead of the YAML: the result is the one Load gives. A
+// planted conversion is believed (the cache is as trusted as the store
+// next to it), which shows it is what is used; one that does not decode
+// (a damaged cache) is not, and the manifest itself is loaded and its
+// conversion kept again.
+func TestLoadCachedDecodesTheKeptConversion(t *testing.T) {
+	cache := validcache.Open(filepath.Join(t.TempDir(), "valid"))
+	text := toYAML(t, baseManifest())
+	dir := packageDir(t, text)
+	want, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCached(dir, cache); err != nil {
+		t.Fatal(err)
+	}
+	kept, ok := cache.Kept(verdictKind, []byte(text))
+	if !ok || !bytes.Equal(kept, want.Raw) {
+		t.Fatalf("kept %q, want the conversion %q", kept, want.Raw)
+	}
+	got, err := LoadCached(dir, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("from the kept conversion:\n%+v\nwant\n%+v", got, want)
+	}
+
+	planted := bytes.Replace(want.Raw, []byte(`"summary":"`), []byte(`"summary":"planted `), 1)
+	cache.Keep(verdictKind, planted, []byte(text))
+	if got, err := LoadCached(dir, cache); err != nil || !strings.HasPrefix(got.Summary, "planted ") {
+		t.Fatalf("with a planted conversion: %v, %v", got, err)
+	}
+
+	cache.Keep(verdictKind, want.Raw[:len(want.Raw)/2], []byte(text))
+	got, err = LoadCached(dir, cache)
+	if err != nil {
+		t.Fatalf("with a damaged conversion: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("with a damaged conversion:\n%+v\nwant\n%+v", got, want)
+	}
+	if kept, _ := cache.Kept(verdictKind, []byte(text)); !bytes.Equal(kept, want.Raw) {
+		t.Fatalf("after a damaged conversion, kept %q", kept)
 	}
 }
