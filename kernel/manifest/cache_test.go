@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -109,4 +110,29 @@ func TestLoadCachedDecodesTheKeptConversion(t *testing.T) {
 	if kept, _ := cache.Kept(verdictKind, []byte(text)); !bytes.Equal(kept, want.Raw) {
 		t.Fatalf("after a damaged conversion, kept %q", kept)
 	}
+}
+
+// Tools that share an entrypoint are checked once, and a problem with it
+// is still reported at every tool that names it.
+func TestSharedEntrypointProblemIsReportedPerTool(t *testing.T) {
+	m := baseManifest()
+	tools := m["capabilities"].(map[string]any)["tools"].([]any)
+	ok := tools[0].(map[string]any)
+	var more []any
+	for i, ep := range []string{"bin/data.txt", "bin/echo", "bin/data.txt"} {
+		tool := map[string]any{}
+		for k, v := range ok {
+			tool[k] = v
+		}
+		tool["name"], tool["entrypoint"] = fmt.Sprintf("t%d", i), ep
+		more = append(more, tool)
+	}
+	m["capabilities"].(map[string]any)["tools"] = append(tools, more...)
+	_, err := LoadCached(packageDir(t, toYAML(t, m)), validcache.Open(filepath.Join(t.TempDir(), "valid")))
+	var me *Error
+	if !errors.As(err, &me) || len(me.Problems) != 2 {
+		t.Fatalf("LoadCached = %v; want the two tools with a non-executable entrypoint", err)
+	}
+	wantProblem(t, me, "capabilities.tools[1].entrypoint", "not executable")
+	wantProblem(t, me, "capabilities.tools[3].entrypoint", "not executable")
 }

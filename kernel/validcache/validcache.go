@@ -72,15 +72,10 @@ var exeStamp = sync.OnceValue(func() []byte {
 	return b
 })
 
-// key is the file name of the verdict for kind over parts; "" when the
-// binary cannot be identified.
+// key is the file name of the verdict for kind over parts.
 func key(kind string, parts [][]byte) string {
-	stamp := exeStamp()
-	if stamp == nil {
-		return ""
-	}
 	h := sha256.New()
-	h.Write(stamp)
+	h.Write(exeStamp())
 	var n [8]byte
 	for _, p := range append([][]byte{[]byte(kind)}, parts...) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
@@ -90,18 +85,21 @@ func key(kind string, parts [][]byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// file is the verdict file for kind over parts; "" for a cache that
+// remembers nothing or when the binary cannot be identified.
+func (c *Cache) file(kind string, parts [][]byte) string {
+	if c == nil || c.dir == "" || exeStamp() == nil {
+		return ""
+	}
+	return filepath.Join(c.dir, key(kind, parts))
+}
+
 // Valid reports whether this binary validated exactly parts as kind before
 // and found them valid.
 func (c *Cache) Valid(kind string, parts ...[]byte) bool {
-	if c == nil || c.dir == "" {
-		return false
-	}
-	k := key(kind, parts)
-	if k == "" {
-		return false
-	}
-	fi, err := os.Lstat(filepath.Join(c.dir, k))
-	return err == nil && fi.Mode().IsRegular()
+	f := c.file(kind, parts)
+	fi, err := os.Lstat(f)
+	return f != "" && err == nil && fi.Mode().IsRegular()
 }
 
 // MaxKept bounds what Keep stores with a verdict.
@@ -112,14 +110,11 @@ const MaxKept = 16 << 20
 // write itself (kernel/bounded): a FIFO or anything else but a regular file
 // of at most MaxKept bytes is no verdict.
 func (c *Cache) Kept(kind string, parts ...[]byte) ([]byte, bool) {
-	if c == nil || c.dir == "" {
+	f := c.file(kind, parts)
+	if f == "" {
 		return nil, false
 	}
-	k := key(kind, parts)
-	if k == "" {
-		return nil, false
-	}
-	value, err := bounded.ReadFile(filepath.Join(c.dir, k), MaxKept)
+	value, err := bounded.ReadFile(f, MaxKept)
 	return value, err == nil
 }
 
@@ -131,11 +126,8 @@ func (c *Cache) Remember(kind string, parts ...[]byte) { c.Keep(kind, nil, parts
 // alone, at most MaxKept bytes) with the verdict for Kept. The verdict
 // appears whole or not at all (written aside, then renamed).
 func (c *Cache) Keep(kind string, value []byte, parts ...[]byte) {
-	k := ""
-	if c != nil && c.dir != "" && len(value) <= MaxKept {
-		k = key(kind, parts)
-	}
-	if k == "" || os.MkdirAll(c.dir, 0o700) != nil {
+	k := c.file(kind, parts)
+	if k == "" || len(value) > MaxKept || os.MkdirAll(c.dir, 0o700) != nil {
 		return
 	}
 	f, err := os.CreateTemp(c.dir, ".new-")
@@ -143,11 +135,11 @@ func (c *Cache) Keep(kind string, value []byte, parts ...[]byte) {
 		return
 	}
 	_, err = f.Write(value)
-	if cerr := f.Close(); err != nil || cerr != nil || os.Rename(f.Name(), filepath.Join(c.dir, k)) != nil {
+	if cerr := f.Close(); err != nil || cerr != nil || os.Rename(f.Name(), k) != nil {
 		_ = os.Remove(f.Name())
 		return
 	}
-	c.prune(k)
+	c.prune(filepath.Base(k))
 }
 
 // prune removes the oldest entries once there are more than MaxEntries,
