@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -104,7 +106,9 @@ func listAllTools(tb testing.TB, cs *mcp.ClientSession) int {
 
 // BenchmarkCatalog times the catalogue operations side by side at 200 and
 // 1,000 installed packages: `list`, `mcp status` and a full tools/list of
-// `mcp serve`.
+// `mcp serve`. Besides the time, each reports the CPU time the process
+// spent per operation (cpu-ms/op, user and system, all threads), which
+// other work on a shared machine inflates less than the time.
 func BenchmarkCatalog(b *testing.B) {
 	for _, n := range []int{200, 1000} {
 		b.Run(fmt.Sprintf("packages=%d", n), func(b *testing.B) {
@@ -113,21 +117,25 @@ func BenchmarkCatalog(b *testing.B) {
 				args := strings.Split(strings.Replace(op, "-", " ", 1), " ")
 				b.Run(op, func(b *testing.B) {
 					runCLIBench(args...) // the first listing records the verdicts; time the ones after
+					cpu := processCPU(b)
 					for b.Loop() {
 						if code, _, errOut := runCLIBench(args...); code != 0 {
 							b.Fatalf("%v: exit %d: %s", args, code, errOut)
 						}
 					}
+					reportCPU(b, cpu)
 				})
 			}
 			b.Run("tools-list", func(b *testing.B) {
 				cs := catalogSession(b, homeDir)
 				listAllTools(b, cs)
+				cpu := processCPU(b)
 				for b.Loop() {
 					if got := listAllTools(b, cs); got != 2*n {
 						b.Fatalf("tools/list: %d tools, want %d", got, 2*n)
 					}
 				}
+				reportCPU(b, cpu)
 			})
 		})
 	}
@@ -137,4 +145,18 @@ func runCLIBench(args ...string) (int, string, string) {
 	var out, errOut strings.Builder
 	code := execute(args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
+}
+
+// processCPU is the CPU time (user and system) this process has spent.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time spent since since, per operation.
+func reportCPU(b *testing.B, since time.Duration) {
+	b.ReportMetric(float64(processCPU(b)-since)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

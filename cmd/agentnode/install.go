@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentnode/agentnode/cmd/agentnode/npmdeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/pkginstall"
+	"github.com/agentnode/agentnode/cmd/agentnode/pkglist"
 	"github.com/agentnode/agentnode/cmd/agentnode/pydeps"
 	"github.com/agentnode/agentnode/cmd/agentnode/termsafe"
 	"github.com/agentnode/agentnode/kernel/bounded"
@@ -305,7 +306,7 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return fail(cmd, jsonOut, err)
 			}
-			pkgs, listErr := store.Open(home.PackagesDir(dir)).WithVerdicts(validcache.Open(home.VerdictsDir(dir))).List()
+			pkgs, listErr := pkglist.List(store.Open(home.PackagesDir(dir)).WithVerdicts(validcache.Open(home.VerdictsDir(dir))))
 			entries := []listEntry{}
 			for _, p := range pkgs {
 				e := listEntry{

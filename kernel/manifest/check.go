@@ -55,10 +55,18 @@ func check(m *Manifest, dir string, schemas bool) []Problem {
 	if m.Permissions.Network.Level == NetworkNone && len(m.Permissions.Network.AllowedDomains) > 0 {
 		bad("permissions.network.allowed_domains", "must be empty when permissions.network.level is none")
 	}
+	checked := map[string]string{} // tools often share an entrypoint: one lstat each
+	execEP := func(ep string) string {
+		if msg, ok := checked[ep]; ok {
+			return msg
+		}
+		checked[ep] = checkExecEntrypoint(dir, ep)
+		return checked[ep]
+	}
 	if m.AgentEntrypoint != "" {
 		switch m.Runtime {
 		case RuntimeExec:
-			if msg := checkExecEntrypoint(dir, m.AgentEntrypoint); msg != "" {
+			if msg := execEP(m.AgentEntrypoint); msg != "" {
 				bad("agent.entrypoint", "%s", msg)
 			}
 		case RuntimePython:
@@ -92,14 +100,14 @@ func check(m *Manifest, dir string, schemas bool) []Problem {
 				}
 			}
 		}
-		problems = append(problems, checkToolEntrypoint(m, dir, f+".entrypoint", &m.Tools[i])...)
+		problems = append(problems, checkToolEntrypoint(m, execEP, f+".entrypoint", &m.Tools[i])...)
 	}
 	return problems
 }
 
-// checkToolEntrypoint checks the entrypoint of tool t (at field) of the
-// package in dir.
-func checkToolEntrypoint(m *Manifest, dir, field string, t *Tool) []Problem {
+// checkToolEntrypoint checks the entrypoint of tool t (at field); execEP
+// is checkExecEntrypoint in the package directory.
+func checkToolEntrypoint(m *Manifest, execEP func(string) string, field string, t *Tool) []Problem {
 	bad := func(format string, args ...any) []Problem {
 		return []Problem{{Field: field, Msg: fmt.Sprintf(format, args...)}}
 	}
@@ -108,7 +116,7 @@ func checkToolEntrypoint(m *Manifest, dir, field string, t *Tool) []Problem {
 		if t.Entrypoint == "" {
 			return bad("missing: runtime exec needs a path to an executable inside the package for every tool")
 		}
-		if msg := checkExecEntrypoint(dir, t.Entrypoint); msg != "" {
+		if msg := execEP(t.Entrypoint); msg != "" {
 			return bad("%s", msg)
 		}
 	case RuntimePython:

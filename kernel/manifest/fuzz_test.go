@@ -43,7 +43,7 @@ func FuzzParse(f *testing.F) {
 		}
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		m, problems := parse(data, dir, true)
+		m, problems := parse(data, nil, dir, true)
 		runtime.ReadMemStats(&after)
 		if (m == nil) == (len(problems) == 0) {
 			t.Fatalf("manifest %v with problems %v", m != nil, problems)

@@ -235,24 +235,29 @@ func Load(dir string) (*Manifest, error) { return LoadCached(dir, nil) }
 const verdictKind = "agentnode.yaml"
 
 // LoadCached is Load, except that a manifest whose exact bytes this binary
-// found valid before (a verdict in cache) is not validated against the
-// manifest schema, nor are its tools' input and output schemas compiled,
-// again. The checks that depend on the package directory (entrypoints exist
-// and are regular files, MCP commands) run every time, and a manifest that
-// does not validate is always reported in full.
+// found valid before (a verdict in cache) is neither converted from YAML nor
+// validated against the manifest schema, nor are its tools' input and output
+// schemas compiled, again: the verdict keeps the JSON the conversion made.
+// The checks that depend on the package directory (entrypoints exist and
+// are regular files, MCP commands) run every time, and a manifest that does
+// not validate is always reported in full.
 func LoadCached(dir string, cache *validcache.Cache) (*Manifest, error) {
 	file := filepath.Join(dir, FileName)
 	data, msg, err := readFile(file)
 	if err != nil {
 		return nil, newError(file, err, Problem{Msg: msg})
 	}
-	known := cache.Valid(verdictKind, data)
-	m, problems := parse(data, dir, !known)
+	raw, known := cache.Kept(verdictKind, data)
+	m, problems := parse(data, raw, dir, !known)
+	if len(problems) > 0 && known { // report from the manifest itself
+		known = false
+		m, problems = parse(data, nil, dir, true)
+	}
 	if len(problems) > 0 {
 		return nil, newError(file, nil, problems...)
 	}
 	if !known {
-		cache.Remember(verdictKind, data)
+		cache.Keep(verdictKind, m.Raw, data)
 	}
 	return m, nil
 }
@@ -299,14 +304,17 @@ func describeMode(m os.FileMode) string {
 	return "a special file"
 }
 
-// parse converts, validates and decodes; dir is the package directory the
-// entrypoints are checked against. With schemas false, the document is
-// known to be valid (LoadCached): the schema validation and the compiles of
-// the tools' schemas, which depend on data alone, are skipped.
-func parse(data []byte, dir string, schemas bool) (*Manifest, []Problem) {
-	raw, problems := yamlToJSON(data)
-	if len(problems) > 0 {
-		return nil, problems
+// parse converts (unless raw holds data as JSON already), validates and
+// decodes; dir is the package directory the entrypoints are checked against.
+// With schemas false, the document is known to be valid (LoadCached): the
+// schema validation and the compiles of the tools' schemas, which depend on
+// data alone, are skipped.
+func parse(data, raw []byte, dir string, schemas bool) (*Manifest, []Problem) {
+	var problems []Problem
+	if len(raw) == 0 {
+		if raw, problems = yamlToJSON(data); len(problems) > 0 {
+			return nil, problems
+		}
 	}
 	if schemas {
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))

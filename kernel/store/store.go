@@ -1,10 +1,10 @@
 // Package store is the installed package store, home.PackagesDir(home)
 // (specs/store.md), as the run path reads it: Get loads a package's
 // meta.json and manifest, Verify recomputes its content hash before every
-// run, List lists what is installed. It is in the trusted core because a
-// run is allowed only for the exact bytes that were installed and
-// attested: the hash check (ContentHash, kernel/treehash) is a decision
-// input.
+// run (cmd/agentnode/pkglist lists the store with Get). It is in the
+// trusted core because a run is allowed only for the exact bytes that were
+// installed and attested: the hash check (ContentHash, kernel/treehash) is
+// a decision input.
 //
 // Each package lives in <root>/<package_id>/: content/ is the package tree
 // exactly as installed, read-only (files 0444 or 0555, directories 0555),
@@ -26,8 +26,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentnode/agentnode/kernel/bounded"
@@ -244,34 +242,6 @@ func (s *Store) Verify(p *Package) error {
 			p.ID, p.Version, DepsDir, deps, p.DepsHash)
 	}
 	return nil
-}
-
-// List returns the installed packages sorted by id. Packages that cannot be
-// read are left out and reported in the error, so a caller can show the
-// rest: a non-nil error may come with a non-empty list.
-func (s *Store) List() ([]*Package, error) {
-	ents, err := os.ReadDir(s.root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []*Package
-	var errs []error
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") || CheckID(e.Name()) != nil {
-			continue
-		}
-		p, err := s.Get(e.Name())
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b *Package) int { return strings.Compare(a.ID, b.ID) })
-	return out, errors.Join(errs...)
 }
 
 // readMeta reads a package's metadata file: a regular file of at most 16

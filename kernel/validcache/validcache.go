@@ -14,8 +14,10 @@
 // The binary stamp identifies the running executable file (device, inode,
 // size, mtime and ctime of /proc/self/exe): any rebuild or upgrade of
 // agentnode changes it, so a verdict of older code (an older schema, older
-// rules) never counts. A verdict is an empty file named by the key in the
-// cache directory ($AGENTNODE_HOME/state/valid); a lookup is one stat.
+// rules) never counts. A verdict is a file named by the key in the cache
+// directory ($AGENTNODE_HOME/state/valid): empty (Valid is one stat), or
+// holding what the validation derived from the document alone (Keep: a
+// manifest's conversion from YAML to JSON, the costliest step of a load).
 //
 // Only "valid" is remembered, never "invalid": an invalid document is
 // validated in full every time, so its error message is always complete and
@@ -36,6 +38,8 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+
+	"github.com/agentnode/agentnode/kernel/bounded"
 )
 
 // MaxEntries bounds the cache directory: when Remember finds more entries,
@@ -68,15 +72,10 @@ var exeStamp = sync.OnceValue(func() []byte {
 	return b
 })
 
-// key is the file name of the verdict for kind over parts; "" when the
-// binary cannot be identified.
+// key is the file name of the verdict for kind over parts.
 func key(kind string, parts [][]byte) string {
-	stamp := exeStamp()
-	if stamp == nil {
-		return ""
-	}
 	h := sha256.New()
-	h.Write(stamp)
+	h.Write(exeStamp())
 	var n [8]byte
 	for _, p := range append([][]byte{[]byte(kind)}, parts...) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
@@ -86,39 +85,61 @@ func key(kind string, parts [][]byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// file is the verdict file for kind over parts; "" for a cache that
+// remembers nothing or when the binary cannot be identified.
+func (c *Cache) file(kind string, parts [][]byte) string {
+	if c == nil || c.dir == "" || exeStamp() == nil {
+		return ""
+	}
+	return filepath.Join(c.dir, key(kind, parts))
+}
+
 // Valid reports whether this binary validated exactly parts as kind before
 // and found them valid.
 func (c *Cache) Valid(kind string, parts ...[]byte) bool {
-	if c == nil || c.dir == "" {
-		return false
+	f := c.file(kind, parts)
+	fi, err := os.Lstat(f)
+	return f != "" && err == nil && fi.Mode().IsRegular()
+}
+
+// MaxKept bounds what Keep stores with a verdict.
+const MaxKept = 16 << 20
+
+// Kept is Valid, and also returns what Keep stored with the verdict (empty
+// after Remember). The verdict is read like any file agentnode did not
+// write itself (kernel/bounded): a FIFO or anything else but a regular file
+// of at most MaxKept bytes is no verdict.
+func (c *Cache) Kept(kind string, parts ...[]byte) ([]byte, bool) {
+	f := c.file(kind, parts)
+	if f == "" {
+		return nil, false
 	}
-	k := key(kind, parts)
-	if k == "" {
-		return false
-	}
-	fi, err := os.Lstat(filepath.Join(c.dir, k))
-	return err == nil && fi.Mode().IsRegular()
+	value, err := bounded.ReadFile(f, MaxKept)
+	return value, err == nil
 }
 
 // Remember records that parts are valid as kind. Failures are ignored: a
 // verdict not remembered only costs a validation later.
-func (c *Cache) Remember(kind string, parts ...[]byte) {
-	if c == nil || c.dir == "" {
+func (c *Cache) Remember(kind string, parts ...[]byte) { c.Keep(kind, nil, parts...) }
+
+// Keep is Remember, storing value (what the validation derived from parts
+// alone, at most MaxKept bytes) with the verdict for Kept. The verdict
+// appears whole or not at all (written aside, then renamed).
+func (c *Cache) Keep(kind string, value []byte, parts ...[]byte) {
+	k := c.file(kind, parts)
+	if k == "" || len(value) > MaxKept || os.MkdirAll(c.dir, 0o700) != nil {
 		return
 	}
-	k := key(kind, parts)
-	if k == "" {
-		return
-	}
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(c.dir, k), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(c.dir, ".new-")
 	if err != nil {
-		return // exists already, or cannot be written
+		return
 	}
-	_ = f.Close()
-	c.prune(k)
+	_, err = f.Write(value)
+	if cerr := f.Close(); err != nil || cerr != nil || os.Rename(f.Name(), k) != nil {
+		_ = os.Remove(f.Name())
+		return
+	}
+	c.prune(filepath.Base(k))
 }
 
 // prune removes the oldest entries once there are more than MaxEntries,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -104,5 +105,63 @@ func TestPruneKeepsTheNewest(t *testing.T) {
 	}
 	if !c.Valid("k", []byte(fmt.Sprint(MaxEntries))) {
 		t.Fatal("the newest verdict was pruned")
+	}
+}
+
+// Keep stores a value with the verdict and Kept returns it, exactly; a
+// later Keep replaces it whole; Remember's verdict keeps nothing; no
+// temporary file is left behind.
+func TestKeptIsWhatWasKept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "valid")
+	c := Open(dir)
+	doc := []byte("a: 1")
+	if v, ok := c.Kept("yaml", doc); ok || v != nil {
+		t.Fatalf("Kept before Keep = %q, %v", v, ok)
+	}
+	c.Keep("yaml", []byte(`{"a":1}`), doc)
+	if v, ok := c.Kept("yaml", doc); !ok || string(v) != `{"a":1}` {
+		t.Fatalf("Kept = %q, %v; want the kept value", v, ok)
+	}
+	if !c.Valid("yaml", doc) {
+		t.Fatal("a kept verdict is not Valid")
+	}
+	c.Keep("yaml", []byte(`{"a":2}`), doc)
+	if v, _ := Open(dir).Kept("yaml", doc); string(v) != `{"a":2}` {
+		t.Fatalf("Kept after a second Keep = %q", v)
+	}
+	if v, ok := c.Kept("yaml", []byte("a: 2")); ok {
+		t.Fatalf("Kept for other bytes = %q", v)
+	}
+	c.Remember("other", doc)
+	if v, ok := c.Kept("other", doc); !ok || len(v) != 0 {
+		t.Fatalf("Kept after Remember = %q, %v; want an empty verdict", v, ok)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 2 {
+		t.Fatalf("%d entries in the cache, want the 2 verdicts", len(ents))
+	}
+}
+
+// A FIFO in place of a verdict is no verdict, and reading it does not
+// block; a value over MaxKept is not kept.
+func TestKeptRefusesSpecialFilesAndHugeValues(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "valid")
+	c := Open(dir)
+	doc := []byte("x")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, key("k", [][]byte{doc})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Kept("k", doc); ok {
+		t.Fatal("a FIFO in place of a verdict counted")
+	}
+	c.Keep("big", make([]byte, MaxKept+1), doc)
+	if _, ok := c.Kept("big", doc); ok {
+		t.Fatal("a value over MaxKept was kept")
 	}
 }

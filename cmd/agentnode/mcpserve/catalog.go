@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkglist"
 	"github.com/agentnode/agentnode/kernel/home"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -75,7 +76,7 @@ type Catalog struct {
 // decides nothing about trust or policy: every call still goes through the
 // kernel, which re-checks everything. A missing store is an empty catalog.
 func Scan(homeDir string) (*Catalog, error) {
-	pkgs, listErr := store.Open(home.PackagesDir(homeDir)).WithVerdicts(validcache.Open(home.VerdictsDir(homeDir))).List()
+	pkgs, listErr := pkglist.List(store.Open(home.PackagesDir(homeDir)).WithVerdicts(validcache.Open(home.VerdictsDir(homeDir))))
 	c := &Catalog{Tools: []Tool{}, Skipped: []Skipped{}}
 	if listErr != nil {
 		// A joined error names single unreadable packages; anything else

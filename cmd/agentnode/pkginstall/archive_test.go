@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkglist"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/store"
 )
@@ -141,7 +142,7 @@ func assertNothingInstalled(t *testing.T, s *Installer, base string) {
 			t.Errorf("%s was written next to the store", filepath.Join(base, e.Name()))
 		}
 	}
-	if pkgs, err := s.List(); err != nil || len(pkgs) != 0 {
+	if pkgs, err := pkglist.List(s.Store); err != nil || len(pkgs) != 0 {
 		t.Errorf("List = %v, %v; want nothing", pkgs, err)
 	}
 }
@@ -624,7 +625,7 @@ func TestArchiveInterruptedInstall(t *testing.T) {
 	if err := os.Chmod(filepath.Join(crash, unpackedDir), 0o555); err != nil {
 		t.Fatal(err)
 	}
-	if pkgs, err := s.List(); err != nil || len(pkgs) != 1 || pkgs[0].Version != "1.0.0" {
+	if pkgs, err := pkglist.List(s.Store); err != nil || len(pkgs) != 1 || pkgs[0].Version != "1.0.0" {
 		t.Fatalf("List with a leftover staging dir: %v, %v", pkgs, err)
 	}
 	if _, err := s.Install(v2, nil); err != nil {

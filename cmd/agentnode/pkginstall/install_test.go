@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentnode/agentnode/cmd/agentnode/pkglist"
 	"github.com/agentnode/agentnode/kernel/hashcache"
 	"github.com/agentnode/agentnode/kernel/manifest"
 	"github.com/agentnode/agentnode/kernel/reason"
@@ -462,7 +463,7 @@ func TestInvalidIDs(t *testing.T) {
 
 func TestList(t *testing.T) {
 	s := newStore(t)
-	if ps, err := s.List(); err != nil || len(ps) != 0 {
+	if ps, err := pkglist.List(s.Store); err != nil || len(ps) != 0 {
 		t.Fatalf("List of a missing store = %v, %v", ps, err)
 	}
 	for _, id := range []string{"zeta-pack", "alpha-pack", "mid-pack"} {
@@ -470,7 +471,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ps, err := s.List()
+	ps, err := pkglist.List(s.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +486,7 @@ func TestList(t *testing.T) {
 	meta := filepath.Join(s.Root(), "mid-pack", store.MetaFile)
 	writable(t, filepath.Join(s.Root(), "mid-pack"), meta)
 	mustWrite(t, meta, "{", 0o444)
-	ps, err = s.List()
+	ps, err = pkglist.List(s.Store)
 	if len(ps) != 2 || err == nil || !strings.Contains(err.Error(), "mid-pack") || !errors.Is(err, reason.ErrArtifactMismatch) {
 		t.Fatalf("List with a corrupt package = %d packages, %v", len(ps), err)
 	}
