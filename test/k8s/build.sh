@@ -8,6 +8,8 @@
 #
 # A cache directory is reused only when its SHA256SUMS (written after a
 # successful build) verifies; otherwise it is rebuilt. Prints the directory.
+# With --check it only verifies: prints the directory and exits 0 when the
+# cache is good, exits 1 (building nothing) when it is not.
 #
 # k8s.io/kubernetes's go.mod replaces its staging modules (k8s.io/api, ...)
 # with ./staging paths its module zip does not hold, and requires them at
@@ -30,6 +32,7 @@ if [ -f "$OUT/SHA256SUMS" ] && (cd "$OUT" && sha256sum --quiet -c SHA256SUMS) >/
 	echo "$OUT"
 	exit 0
 fi
+[ "${1:-}" = --check ] && exit 1
 
 mkdir -p "$ROOT"
 work=$(mktemp -d "$ROOT/.build.XXXXXX")
@@ -69,7 +72,9 @@ printf 'module agentnode.test/etcdbuild\ngo 1.26.0\n' >go.mod
 go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
 nice -n 10 go build -p "$GOMAXPROCS" -trimpath -ldflags "-s -w" -o "$work/bin/etcd" go.etcd.io/etcd/server/v3
 
-for b in "${BINS[@]}"; do "$work/bin/$b" --version >/dev/null; done
+for b in "${BINS[@]}"; do
+	case $b in kubectl) "$work/bin/$b" version --client >/dev/null ;; *) "$work/bin/$b" --version >/dev/null ;; esac
+done
 rm -rf "$OUT"
 mkdir -p "$OUT"
 mv "$work/bin/"* "$OUT/"
