@@ -174,6 +174,7 @@ func hardenedPod(name, image string, command []string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "agentnode-test"}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
+			DNSPolicy:                     corev1.DNSDefault,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: new(int64),
@@ -212,7 +213,7 @@ grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
 grep -E ' /tmp | /home/sandbox ' /proc/self/mounts | cut -d' ' -f2,3
 echo "memlimit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
 ls /var/run/secrets/kubernetes.io 2>/dev/null && echo TOKEN-MOUNTED
-env | grep -q _SERVICE_HOST && echo SERVICE-LINKS
+env | grep -q ^PROBE_LINKS_ && echo SERVICE-LINKS
 exit 0`
 
 // TestKubernetesCluster brings a private single-node cluster up from the
@@ -250,6 +251,16 @@ func TestKubernetesCluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// A service in the pod's namespace, whose variables the pod must not
+	// get (enableServiceLinks false). The kubelet injects the default
+	// namespace's "kubernetes" service into every pod regardless.
+	if _, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-links"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	pods := cs.CoreV1().Pods("default")
 	start := time.Now()
 	pod, err := pods.Create(ctx, hardenedPod("probe", img, []string{"/bin/sh", "-c", probeScript}), metav1.CreateOptions{})
@@ -259,6 +270,11 @@ func TestKubernetesCluster(t *testing.T) {
 	for pod.Status.Phase != corev1.PodRunning {
 		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 			t.Fatalf("pod ended before attach: %+v", pod.Status)
+		}
+		for _, cst := range pod.Status.ContainerStatuses {
+			if w := cst.State.Waiting; w != nil && w.Reason != "ContainerCreating" && w.Reason != "" {
+				t.Fatalf("container waits: %s: %s", w.Reason, w.Message)
+			}
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("pod not running: %+v", pod.Status)

@@ -168,6 +168,10 @@ image() {
 	echo '{"imageLayoutVersion":"1.0.0"}' >"$w/oci/oci-layout"
 	tar -C "$w/oci" -cf "$w/image.tar" .
 	ctr --address "$SOCK" -n k8s.io images import "$w/image.tar" >&2
+	# The CRI resolves an image reference only by the names containerd
+	# holds: a pod naming the image by digest needs the digest name too
+	# (a pull would have made it).
+	ctr --address "$SOCK" -n k8s.io images tag --force "$ref:k8s" "$ref@sha256:$mdig" >&2
 	rm -rf "$w"
 	echo "$ref@sha256:$mdig"
 }
