@@ -183,6 +183,8 @@ up() {
 	BASE=$(ports)
 	APIPORT=$BASE ETCDPORT=$((BASE + 1)) PEERPORT=$((BASE + 2)) KUBELETPORT=$((BASE + 3))
 	HEALTHZPORT=$((BASE + 4)) CMPORT=$((BASE + 5)) SCHEDPORT=$((BASE + 6))
+	# a DIR that held a cluster before starts afresh (its mounts are gone: down proved it)
+	rm -rf "$DIR"/{pki,etcd,containerd,cni,kubelet,pod-logs,logs,run,images}
 	mkdir -p "$DIR"/{pki,etcd,containerd,cni/net.d,cni/ipam,kubelet,pod-logs,logs,run,images}
 	chmod 0700 "$DIR/pki" "$DIR/etcd"
 	cat >"$DIR/cluster.env" <<E
@@ -325,7 +327,7 @@ leftovers() {
 	if [ -n "$(ourmounts)" ]; then log "still mounted:"; ourmounts >&2; bad=1; fi
 	if [ -n "$(cgdirs)" ]; then log "cgroups left: $(cgdirs | tr '\n' ' ')"; bad=1; fi
 	for p in /proc/[0-9]*; do
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$DIR/"; then log "process left: ${p#/proc/} $(tr '\0' ' ' <"$p/cmdline")"; bad=1; fi
+		if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$DIR/"; then log "process left: ${p#/proc/} $(tr '\0' ' ' <"$p/cmdline")"; bad=1; fi
 	done
 	for l in "$VETH" "$VPEER" "$BR"; do
 		if ip link show "$l" >/dev/null 2>&1; then log "link left: $l"; bad=1; fi
@@ -338,6 +340,16 @@ down() {
 	# stop the kubelet first so that it does not restart what is killed
 	for n in kubelet kube-scheduler kube-controller-manager kube-apiserver; do
 		[ -f "$DIR/run/$n.pid" ] && kill -TERM "$(cat "$DIR/run/$n.pid")" 2>/dev/null || true
+	done
+	# containerd 1.6's shims listen on /run/containerd/s/<sha256 of
+	# "<containerd address>/<namespace>/<id>">, whatever its state dir; a
+	# killed shim leaves its socket there.
+	local socks=() pid id
+	for pid in $(cgpids); do
+		id=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | awk 'p { print; exit } $0 == "-id" { p = 1 }') || true
+		if [ -n "$id" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'containerd-shim'; then
+			socks+=("/run/containerd/s/$(printf %s "$SOCK/k8s.io/$id" | sha256sum | cut -d' ' -f1)")
+		fi
 	done
 	# every process left in our cgroup (containerd, its shims, the pods, etcd)
 	for ((i = 0; i < 100; i++)); do
@@ -355,6 +367,7 @@ down() {
 	for d in $(cgdirs); do rmdir "$d" 2>/dev/null || true; done
 	for l in "$VETH" "$BR"; do ip link del "$l" 2>/dev/null || true; done
 	rm -rf /var/lib/cni/results/"$NET"-* "$DIR/cluster.env"
+	[ ${#socks[@]} -eq 0 ] || rm -f "${socks[@]}"
 	leftovers
 }
 
