@@ -19,6 +19,8 @@
 # machine do not clash. TLS everywhere but etcd (loopback only), RBAC and
 # the Node authorizer on. The binaries come from build.sh.
 set -euo pipefail
+# (no `grep -q` after a pipe: with pipefail the writer's SIGPIPE would turn a
+# match into a failure)
 
 here=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:-}
@@ -49,7 +51,7 @@ ports() {
 	for try in $(seq 0 30); do
 		busy=
 		for p in $(seq "$base" $((base + 9))); do
-			if ss -Htan "( sport = :$p )" | grep -q .; then busy=1; break; fi
+			if ss -Htan "( sport = :$p )" | grep . >/dev/null; then busy=1; break; fi
 		done
 		[ -z "$busy" ] && { echo "$base"; return; }
 		base=$((base + 10))
@@ -179,7 +181,14 @@ image() {
 up() {
 	BIN=$("$here/build.sh")
 	if [ -f "$DIR/cluster.env" ]; then log "$DIR already holds a cluster (down it first)"; return 1; fi
-	if ip -o addr show | grep -qE " 10\.25[123]\.$X\."; then log "10.251-253.$X.0/24 in use on this machine"; return 1; fi
+	# the subnets derive from <id>; the next free ones if another cluster holds them
+	local try
+	for try in $(seq 0 250); do
+		ip -o addr show | grep -E " 10\.25[123]\.$X\." >/dev/null || break
+		[ "$try" -lt 250 ] || { log "no free 10.251-253.X.0/24"; return 1; }
+		X=$(((X - 2 + 1) % 250 + 2))
+	done
+	NODEIP=10.251.$X.1 PODNET=10.252.$X.0/24 SVCNET=10.253.$X.0/24
 	BASE=$(ports)
 	APIPORT=$BASE ETCDPORT=$((BASE + 1)) PEERPORT=$((BASE + 2)) KUBELETPORT=$((BASE + 3))
 	HEALTHZPORT=$((BASE + 4)) CMPORT=$((BASE + 5)) SCHEDPORT=$((BASE + 6))
@@ -327,7 +336,7 @@ leftovers() {
 	if [ -n "$(ourmounts)" ]; then log "still mounted:"; ourmounts >&2; bad=1; fi
 	if [ -n "$(cgdirs)" ]; then log "cgroups left: $(cgdirs | tr '\n' ' ')"; bad=1; fi
 	for p in /proc/[0-9]*; do
-		if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$DIR/"; then log "process left: ${p#/proc/} $(tr '\0' ' ' <"$p/cmdline")"; bad=1; fi
+		if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -F -- "$DIR/" >/dev/null; then log "process left: ${p#/proc/} $(tr '\0' ' ' <"$p/cmdline")"; bad=1; fi
 	done
 	for l in "$VETH" "$VPEER" "$BR"; do
 		if ip link show "$l" >/dev/null 2>&1; then log "link left: $l"; bad=1; fi
@@ -347,7 +356,7 @@ down() {
 	local socks=() pid id
 	for pid in $(cgpids); do
 		id=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | awk 'p { print; exit } $0 == "-id" { p = 1 }') || true
-		if [ -n "$id" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'containerd-shim'; then
+		if [ -n "$id" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep 'containerd-shim' >/dev/null; then
 			socks+=("/run/containerd/s/$(printf %s "$SOCK/k8s.io/$id" | sha256sum | cut -d' ' -f1)")
 		fi
 	done
