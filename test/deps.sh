@@ -31,7 +31,13 @@ demo_pkgs=(gcc make git libc6-dev libseccomp-dev pkg-config
 # runsc: gVisor's OCI runtime, the sandbox.runtime gvisor of the Podman,
 # Docker and libcontainer backends (their gVisor conformance suites,
 # AGENTNODE_REQUIRE_GVISOR; libcontainer runs /usr/bin/runsc itself).
-test_pkgs=(runc protobuf-compiler python3 python3-pip python3-wheel python3-pytest uidmap runsc)
+# The private single-node Kubernetes of test/k8s (AGENTNODE_REQUIRE_KUBERNETES):
+# containerd (a private instance of its own; Debian's etcd-server is 3.4, too
+# old for Kubernetes 1.37, so test/k8s/build.sh builds etcd 3.6 from source),
+# the CNI bridge/host-local/loopback plugins, openssl for its certificates and
+# iproute2 for its veth pair.
+test_pkgs=(runc protobuf-compiler python3 python3-pip python3-wheel python3-pytest uidmap runsc
+  containerd containernetworking-plugins openssl iproute2)
 
 case "$profile" in
 demo) want=("${demo_pkgs[@]}") ;;
