@@ -592,7 +592,6 @@ func (b *backend) execute(ctx context.Context, x *box, req *sandbox.RunRequest) 
 		done <- waited{st, err}
 	}()
 	resp := &sandbox.RunResponse{}
-	var cause error
 	kill := func() {
 		resp.Killed = true
 		if err := container.Signal(unix.SIGKILL); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
@@ -600,25 +599,7 @@ func (b *backend) execute(ctx context.Context, x *box, req *sandbox.RunRequest) 
 			_ = proc.Signal(unix.SIGKILL)
 		}
 	}
-	var w waited
-	select {
-	case w = <-done:
-	case <-timeout:
-		resp.TimedOut = true
-		kill()
-		w = <-done
-	case <-ctx.Done():
-		// Cancelled (or stopped by the host at its output limit): kill,
-		// and still answer, so the host learns whether cleanup was proven.
-		b.log.Debug("run cancelled", "run_id", id, "cause", context.Cause(ctx))
-		kill()
-		w = <-done
-	case err := <-pipes.Failed():
-		cause = fmt.Errorf("libcontainer: run %s: %w", id, err)
-		kill()
-		w = <-done
-	}
-	pipes.CloseStdin()
+	w, cause := await(ctx, b.log, id, done, timeout, pipes, resp, kill)
 
 	if w.state == nil {
 		return nil, pipes, armed, errors.Join(cause, fmt.Errorf("libcontainer: waiting for run %s: %w", id, w.err))
@@ -723,4 +704,35 @@ func regularInRoot(root, p string) error {
 		}
 	}
 	return nil
+}
+
+// await waits for a started run's end (done), killing it (kill) at its
+// timeout, when ctx ends (cancelled, or stopped by the host at its output
+// limit: the run still answers, so the host learns whether cleanup was
+// proven) or when its tool I/O fails, which is then the returned cause. The
+// run's end is always waited for, and its stdin closed. Native and gVisor
+// runs share it.
+func await[W any](ctx context.Context, log hclog.Logger, id string, done <-chan W, timeout <-chan time.Time,
+	pipes *stdiopipe.Pipes, resp *sandbox.RunResponse, kill func()) (W, error) {
+	var (
+		w     W
+		cause error
+	)
+	select {
+	case w = <-done:
+	case <-timeout:
+		resp.TimedOut = true
+		kill()
+		w = <-done
+	case <-ctx.Done():
+		log.Debug("run cancelled", "run_id", id, "cause", context.Cause(ctx))
+		kill()
+		w = <-done
+	case err := <-pipes.Failed():
+		cause = fmt.Errorf("libcontainer: run %s: %w", id, err)
+		kill()
+		w = <-done
+	}
+	pipes.CloseStdin()
+	return w, cause
 }

@@ -245,7 +245,6 @@ func (b *backend) runGVisor(ctx context.Context, req *sandbox.RunRequest) (resp 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	resp = &sandbox.RunResponse{}
-	var cause error
 	kill := func() {
 		resp.Killed = true
 		if err := b.runscCmd("kill", id, "KILL"); err != nil {
@@ -255,23 +254,7 @@ func (b *backend) runGVisor(ctx context.Context, req *sandbox.RunRequest) (resp 
 			_ = cmd.Process.Kill()
 		}
 	}
-	var werr error
-	select {
-	case werr = <-done:
-	case <-timeout:
-		resp.TimedOut = true
-		kill()
-		werr = <-done
-	case <-ctx.Done():
-		b.log.Debug("run cancelled", "run_id", id, "cause", context.Cause(ctx))
-		kill()
-		werr = <-done
-	case err := <-pipes.Failed():
-		cause = fmt.Errorf("libcontainer: run %s: %w", id, err)
-		kill()
-		werr = <-done
-	}
-	pipes.CloseStdin()
+	werr, cause := await(ctx, b.log, id, done, timeout, pipes, resp, kill)
 	if cause != nil {
 		return nil, cause
 	}
