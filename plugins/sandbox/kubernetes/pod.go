@@ -1,13 +1,9 @@
-// Package kubernetes is the start of the Kubernetes sandbox backend (issue
-// 18): it translates one run's sandbox.Spec into the Pod that runs it, from
+// This file translates one run's sandbox.Spec into the Pod that runs it, from
 // the same profile the other backends run (sdk/sandbox/profile.ForRun), so
-// that a pod is hardened exactly as a local sandbox is. It sits in plugins/
-// and imports only sdk/ (and client-go's API types), like every backend.
-//
-// Not built yet: the plugin's main, the I/O over attach, the lifecycle and
-// the package's delivery into the pod (the translation leaves /pack out; a
-// run is not to be started from this Pod until it carries the package).
-package kubernetes
+// that a pod is hardened exactly as a local sandbox is. The package's volume,
+// the start gate and the labels are added by run.go.
+
+package main
 
 import (
 	"errors"
