@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/agentnode/agentnode/sdk/sandbox"
+	"github.com/agentnode/agentnode/sdk/sandbox/sandboxtest"
 )
 
 // writePack makes a package directory holding files (name → content;
@@ -61,25 +63,6 @@ func TestKubernetesBackend(t *testing.T) {
 	t.Cleanup(func() {
 		if left := ownedObjects(t, c, b); len(left) > 0 {
 			t.Errorf("objects left behind: %v", left)
-		}
-	})
-
-	t.Run("Available", func(t *testing.T) {
-		// The kubelet reports a newly imported image with its next node
-		// status update.
-		waitNodeImage(ctx, t, c)
-		r, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: c.image})
-		if err != nil || !r.Available || r.Runtime != sandbox.RuntimeNative {
-			t.Fatalf("Availability = %+v, %v; want available, native", r, err)
-		}
-		missing := c.image[:strings.LastIndex(c.image, ":")+1] + strings.Repeat("0", 64)
-		r, err = b.Availability(ctx, &sandbox.AvailabilityRequest{Image: missing})
-		if err != nil || r.Available || r.Reason != sandbox.ReasonImageMissing {
-			t.Fatalf("Availability(missing image) = %+v, %v; want image_missing", r, err)
-		}
-		r, err = b.Availability(ctx, &sandbox.AvailabilityRequest{Image: c.image, Runtime: sandbox.RuntimeGVisor})
-		if err != nil || r.Available || r.Reason != sandbox.ReasonIncompatible {
-			t.Fatalf("Availability(gvisor) = %+v, %v; want incompatible", r, err)
 		}
 	})
 
@@ -276,6 +259,73 @@ func TestKubernetesBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("Available", func(t *testing.T) {
+		// The kubelet reports a newly imported image with its next node
+		// status update.
+		waitNodeImage(ctx, t, c)
+		r, err := b.Availability(ctx, &sandbox.AvailabilityRequest{Image: c.image})
+		if err != nil || !r.Available || r.Runtime != sandbox.RuntimeNative {
+			t.Fatalf("Availability = %+v, %v; want available, native", r, err)
+		}
+		missing := c.image[:strings.LastIndex(c.image, ":")+1] + strings.Repeat("0", 64)
+		r, err = b.Availability(ctx, &sandbox.AvailabilityRequest{Image: missing})
+		if err != nil || r.Available || r.Reason != sandbox.ReasonImageMissing {
+			t.Fatalf("Availability(missing image) = %+v, %v; want image_missing", r, err)
+		}
+		r, err = b.Availability(ctx, &sandbox.AvailabilityRequest{Image: c.image, Runtime: sandbox.RuntimeGVisor})
+		if err != nil || r.Available || r.Reason != sandbox.ReasonIncompatible {
+			t.Fatalf("Availability(gvisor) = %+v, %v; want incompatible", r, err)
+		}
+	})
+
+	t.Run("Binary", func(t *testing.T) {
+		// The built plugin through go-plugin, as agentnode starts it,
+		// configured by <binary>.json; at start it reaps an orphan.
+		bin := filepath.Join(t.TempDir(), "agentnode-sandbox-kubernetes")
+		if out, err := exec.Command(goTool(), "build", "-trimpath", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Fatalf("building the plugin: %v\n%s", err, out)
+		}
+		if err := os.WriteFile(bin+".json", []byte(`{"kubeconfig": "`+c.kubeconfig+`", "namespace": "default"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sleeper := exec.Command("sleep", "60")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		dead, err := processLabel(sleeper.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = sleeper.Process.Kill()
+		_ = sleeper.Wait()
+		if _, err := c.cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan-cm",
+			Labels: map[string]string{OwnerLabel: b.owner, procLabel: dead}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		client := sandboxtest.LaunchPlugin(t, bin)
+		r, err := client.Availability(ctx, &sandbox.AvailabilityRequest{Image: c.image})
+		if err != nil || !r.Available {
+			t.Fatalf("Availability = %+v, %v", r, err)
+		}
+		pack := writePack(t, map[string]string{"tool.sh": "read l; echo \"plugin got $l\"\n"})
+		var out bytes.Buffer
+		resp, err := client.Run(ctx, &sandbox.RunRequest{Spec: runSpec(c.image, pack, time.Minute, "/bin/sh", "/pack/tool.sh"),
+			Stdin: strings.NewReader("hi\n"), Stdout: &out})
+		if err != nil || resp.ExitCode != 0 || !resp.CleanupVerified || out.String() != "plugin got hi\n" {
+			t.Fatalf("Run = %+v, %v, stdout %q", resp, err, out.String())
+		}
+		for {
+			_, err := c.cs.CoreV1().ConfigMaps("default").Get(ctx, "orphan-cm", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the plugin did not reap the orphan: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 }
 
 // waitNodeImage waits until the node's status lists c.image.
@@ -302,4 +352,17 @@ func waitNodeImage(ctx context.Context, t *testing.T, c *testCluster) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// goTool is the go command that runs this test.
+func goTool() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -30,8 +30,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/agentnode/agentnode/sdk/plugin"
 	"github.com/agentnode/agentnode/sdk/sandbox"
@@ -50,6 +53,10 @@ func info() plugin.Info {
 
 func main() {
 	logger := plugin.NewLogger("kubernetes")
+	// client-go logs through klog straight to stderr (stream errors after
+	// a kill, for one): off, the backend reports what matters itself.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	cfg, cfgErr := configFor(executable())
 	if cfgErr != nil {
 		logger.Error("configuration", "error", cfgErr)
