@@ -83,6 +83,10 @@ var permissions = []authv1.ResourceAttributes{
 	{Verb: "get", Resource: "configmaps"},
 	{Verb: "delete", Resource: "configmaps"},
 	{Verb: "list", Resource: "configmaps"},
+	{Group: "networking.k8s.io", Verb: "create", Resource: "networkpolicies"},
+	{Group: "networking.k8s.io", Verb: "get", Resource: "networkpolicies"},
+	{Group: "networking.k8s.io", Verb: "delete", Resource: "networkpolicies"},
+	{Group: "networking.k8s.io", Verb: "list", Resource: "networkpolicies"},
 }
 
 // Availability: not_installed without a usable configuration, not_running

@@ -122,9 +122,24 @@ func TestKubernetesBackend(t *testing.T) {
 			"tool.sh":     "read line; echo \"got $line\"; cat /pack/data/in.txt; echo to-stderr >&2; id -u; env; touch /pack/x 2>/dev/null && echo PACK-WRITABLE; exit 3\n",
 			"data/in.txt": "packaged data\n",
 		})
+		policy := false
+		b.afterPackage = func(ctx context.Context, name string) {
+			// Network false: the run's pod is selected by a deny-all policy.
+			np, err := c.cs.NetworkingV1().NetworkPolicies("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Errorf("network policy: %v", err)
+				return
+			}
+			policy = len(np.Spec.PolicyTypes) == 2 && len(np.Spec.Ingress)+len(np.Spec.Egress) == 0 &&
+				np.Spec.PodSelector.MatchLabels[runLabel] == name
+		}
+		defer func() { b.afterPackage = nil }()
 		var out, errb bytes.Buffer
 		resp, err := b.Run(ctx, &sandbox.RunRequest{Spec: runSpec(c.image, pack, time.Minute, "/bin/sh", "/pack/tool.sh"),
 			Stdin: strings.NewReader("hello pod\n"), Stdout: &out, Stderr: &errb})
+		if !policy {
+			t.Error("no deny-all network policy selected the run's pod")
+		}
 		if err != nil {
 			t.Fatalf("Run: %v\nstderr: %s", err, errb.String())
 		}

@@ -122,7 +122,7 @@ func backendFor(t *testing.T, kubeconfig string) *backend {
 	return newBackend(hclog.New(&hclog.LoggerOptions{Name: "kubernetes-test", Output: os.Stderr, Level: hclog.Warn}), cfg, nil)
 }
 
-// ownedPods lists the pods and ConfigMaps carrying b's owner label.
+// ownedObjects lists the pods, ConfigMaps and NetworkPolicies carrying b's owner label.
 func ownedObjects(t *testing.T, c *testCluster, b *backend) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
@@ -136,7 +136,14 @@ func ownedObjects(t *testing.T, c *testCluster, b *backend) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nps, err := c.cs.NetworkingV1().NetworkPolicies("default").List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names []string
+	for _, n := range nps.Items {
+		names = append(names, "networkpolicy/"+n.Name)
+	}
 	for _, p := range pods.Items {
 		names = append(names, "pod/"+p.Name)
 	}

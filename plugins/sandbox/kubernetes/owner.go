@@ -69,8 +69,9 @@ func deadProcess(label string) bool {
 	return err != nil || now != label
 }
 
-// reapOrphans deletes, and proves gone, this host's pods and ConfigMaps
-// whose plugin process is dead: nobody enforces their timeout any more.
+// reapOrphans deletes, and proves gone, this host's pods, ConfigMaps and
+// NetworkPolicies whose plugin process is dead: nobody enforces their
+// timeout any more.
 func (b *backend) reapOrphans(ctx context.Context) (int, error) {
 	cs, err := b.clientset()
 	if err != nil {
@@ -85,7 +86,16 @@ func (b *backend) reapOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("kubernetes: listing configmaps: %w", err)
 	}
+	nps, err := cs.NetworkingV1().NetworkPolicies(b.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return 0, fmt.Errorf("kubernetes: listing network policies: %w", err)
+	}
 	names := map[string]bool{}
+	for _, n := range nps.Items {
+		if deadProcess(n.Labels[procLabel]) {
+			names[n.Name] = true
+		}
+	}
 	for _, p := range pods.Items {
 		if deadProcess(p.Labels[procLabel]) {
 			names[p.Name] = true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -57,6 +58,9 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Ru
 	if err != nil {
 		return nil, err
 	}
+	if !req.Network {
+		tr.Unenforced = append(tr.Unenforced, "network isolation where the cluster's CNI does not enforce NetworkPolicy")
+	}
 	for _, u := range tr.Unenforced {
 		b.log.Debug("not enforced by a pod", "run_id", req.RunID, "what", u)
 	}
@@ -82,6 +86,11 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Ru
 	// gone before Run returns.
 	resp := &sandbox.RunResponse{}
 	runErr := func() error {
+		if !req.Network {
+			if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, denyAll(name, labels), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("kubernetes: creating the egress-deny network policy: %w", err)
+			}
+		}
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("kubernetes: creating the package configmap: %w", err)
 		}
@@ -104,6 +113,18 @@ func (b *backend) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Ru
 	}
 	resp.CleanupVerified = true
 	return resp, nil
+}
+
+// denyAll is the run's NetworkPolicy: no ingress, no egress for its pod
+// (Spec.Network false). Only a CNI that enforces policies applies it.
+func denyAll(name string, labels map[string]string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{runLabel: labels[runLabel]}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
 }
 
 // addPack projects the package ConfigMap read-only at /pack in every
@@ -274,8 +295,9 @@ func (b *backend) attach(ctx context.Context, name string, stdin io.Reader, stdo
 	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
-// deleteAndProve deletes the pod and the ConfigMap named name with grace
-// 0 and returns once the API answers NotFound for both.
+// deleteAndProve deletes the pod, the ConfigMap and the NetworkPolicy
+// named name with grace 0 and returns once the API answers NotFound for
+// all three.
 func (b *backend) deleteAndProve(ctx context.Context, name string) error {
 	zero := int64(0)
 	pods, cms := b.cs.CoreV1().Pods(b.cfg.Namespace), b.cs.CoreV1().ConfigMaps(b.cfg.Namespace)
@@ -286,10 +308,15 @@ func (b *backend) deleteAndProve(ctx context.Context, name string) error {
 	if err := cms.Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kubernetes: deleting configmap %s: %w", name, err)
 	}
+	nps := b.cs.NetworkingV1().NetworkPolicies(b.cfg.Namespace)
+	if err := nps.Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes: deleting network policy %s: %w", name, err)
+	}
 	for {
 		_, perr := pods.Get(ctx, name, metav1.GetOptions{})
 		_, cerr := cms.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(perr) && apierrors.IsNotFound(cerr) {
+		_, nerr := nps.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(perr) && apierrors.IsNotFound(cerr) && apierrors.IsNotFound(nerr) {
 			return nil
 		}
 		if err := sleep(ctx); err != nil {
