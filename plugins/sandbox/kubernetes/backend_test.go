@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,6 +188,32 @@ func TestKubernetesBackend(t *testing.T) {
 		}
 		if left := ownedObjects(t, c, b); len(left) > 0 {
 			t.Errorf("left after the timeout: %v", left)
+		}
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		// The host cancels mid-run: the pod is killed (deleted) and the
+		// run still answers, with the cleanup proven.
+		pack := writePack(t, map[string]string{"tool.sh": "echo started; exec sleep 600\n"})
+		rctx, rcancel := context.WithCancel(ctx)
+		defer rcancel()
+		out := &signalWriter{seen: make(chan struct{})}
+		go func() {
+			select {
+			case <-out.seen:
+				rcancel()
+			case <-rctx.Done():
+			}
+		}()
+		resp, err := b.Run(rctx, &sandbox.RunRequest{Spec: runSpec(c.image, pack, time.Hour, "/bin/sh", "/pack/tool.sh"), Stdout: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Killed || resp.TimedOut || !resp.CleanupVerified {
+			t.Errorf("Run = %+v; want killed, not timed out, cleanup verified", resp)
+		}
+		if left := ownedObjects(t, c, b); len(left) > 0 {
+			t.Errorf("left after the cancellation: %v", left)
 		}
 	})
 
@@ -380,4 +407,15 @@ func goTool() string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// signalWriter closes seen on its first write.
+type signalWriter struct {
+	once sync.Once
+	seen chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.seen) })
+	return len(p), nil
 }

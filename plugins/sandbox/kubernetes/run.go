@@ -166,7 +166,6 @@ func (b *backend) runPod(ctx context.Context, name string, req *sandbox.RunReque
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	timedOut := false
 	if req.Timeout > 0 {
 		var tcancel context.CancelFunc
 		rctx, tcancel = context.WithTimeout(rctx, req.Timeout)
@@ -184,18 +183,23 @@ func (b *backend) runPod(ctx context.Context, name string, req *sandbox.RunReque
 		stderr = io.Discard
 	}
 	aerr := b.attach(rctx, name, io.MultiReader(strings.NewReader("\n"), stdin), stdout, stderr)
-	if rctx.Err() != nil {
-		// Timeout or cancellation: the pod is killed by its deletion.
-		timedOut = ctx.Err() == nil
-		resp.Killed, resp.TimedOut, resp.ExitCode = true, timedOut, 137
-		if !timedOut {
-			return fmt.Errorf("kubernetes: run cancelled: %w", context.Cause(ctx))
+	// The attach ends when the container's streams close: its exit
+	// status follows in the pod's status, awaited within the timeout.
+	var st *corev1.ContainerStateTerminated
+	var err error
+	if aerr == nil || rctx.Err() == nil {
+		st, err = b.waitTerminated(rctx, name)
+	}
+	if st == nil && rctx.Err() != nil {
+		// Timeout, or cancelled (also: the host stopped reading output):
+		// the pod is killed by its deletion, and the run still answers so
+		// that the host learns whether that was proven.
+		resp.Killed, resp.TimedOut, resp.ExitCode = true, ctx.Err() == nil, 137
+		if ctx.Err() != nil {
+			b.log.Debug("run cancelled", "pod", name, "cause", context.Cause(ctx))
 		}
 		return nil
 	}
-	// The attach ends when the container's streams close: its exit
-	// status follows in the pod's status.
-	st, err := b.waitTerminated(ctx, name)
 	if err != nil {
 		if aerr != nil {
 			return fmt.Errorf("kubernetes: attach: %w (then: %w)", aerr, err)
