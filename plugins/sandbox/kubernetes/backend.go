@@ -22,6 +22,12 @@ import (
 // ConfigMaps, pod seccompProfile and the attach API it uses are all there.
 const minMinor = 27
 
+// unenforcedNote is what an available answer reports a pod does not
+// enforce of the profile (PodFor's Translation.Unenforced, and the network).
+const unenforcedNote = "pods do not enforce: the per-run pids limit (the kubelet's podPidsLimit applies), rlimits, " +
+	"noexec on the tmpfs mounts, agentnode's own seccomp filter (RuntimeDefault instead), " +
+	"network isolation unless the cluster's CNI enforces NetworkPolicy"
+
 // backend implements sandbox.Backend on a Kubernetes cluster.
 type backend struct {
 	log    hclog.Logger
@@ -139,7 +145,8 @@ func (b *backend) Availability(ctx context.Context, req *sandbox.AvailabilityReq
 				Detail: "no node reports image " + req.Image + " (pods never pull: load it into the nodes' runtime)"}, nil
 		}
 	}
-	return &sandbox.AvailabilityResponse{Available: true, Runtime: sandbox.RuntimeNative}, nil
+	return &sandbox.AvailabilityResponse{Available: true, Runtime: sandbox.RuntimeNative,
+		Detail: "Kubernetes " + v.GitVersion + ", namespace " + b.cfg.Namespace + "; " + unenforcedNote}, nil
 }
 
 // imageOnNodes reports whether a node that the pods may be scheduled on

@@ -310,6 +310,9 @@ func TestKubernetesBackend(t *testing.T) {
 		if err != nil || !r.Available || r.Runtime != sandbox.RuntimeNative {
 			t.Fatalf("Availability = %+v, %v; want available, native", r, err)
 		}
+		if !strings.Contains(r.Detail, "RuntimeDefault") || !strings.Contains(r.Detail, "NetworkPolicy") {
+			t.Errorf("the available answer does not report what pods leave unenforced: %q", r.Detail)
+		}
 		missing := c.image[:strings.LastIndex(c.image, ":")+1] + strings.Repeat("0", 64)
 		r, err = b.Availability(ctx, &sandbox.AvailabilityRequest{Image: missing})
 		if err != nil || r.Available || r.Reason != sandbox.ReasonImageMissing {
